@@ -1,0 +1,51 @@
+# fleet developer entry points. `make demo` runs the main job, `make test` the whole suite.
+# Both install what they need first (virtualenv, Python packages and, when root, Debian packages).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Debian packages the test suite uses: sshd for the namespace cluster, tmux for the TUI smoke
+# test, iproute2 for namespaces and netem, gcc for the simulated NVML library.
+DEB_PACKAGES := openssh-server openssh-client iproute2 tmux gcc libc6-dev
+
+.PHONY: setup system-deps demo test test-fast lint status clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Installs Debian packages when running as root and one is missing; a no-op otherwise.
+system-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=""; for p in $(DEB_PACKAGES); do \
+	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    policy=/usr/sbin/policy-rc.d; own_policy=0; \
+	    if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' > $$policy; chmod +x $$policy; own_policy=1; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	    rc=$$?; [ $$own_policy = 1 ] && rm -f $$policy; exit $$rc; \
+	  fi; \
+	else echo "not root: skipping Debian packages ($(DEB_PACKAGES)); root-only tests will skip"; fi
+
+# Until the TUI lands, the demo probes the local machine with simulated GPUs.
+demo: setup
+	$(BIN)/python -m fleet.demo
+
+lint: setup
+	$(BIN)/ruff check db fleet tui tests
+	$(BIN)/mypy
+
+test: system-deps setup lint
+	$(BIN)/python -m pytest -ra --durations=15
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -x -m "not slow"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Database layer: SQLAlchemy models, engine, migrations and typed queries; knows no SSH or UI."""

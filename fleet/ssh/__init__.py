@@ -1,0 +1,1 @@
+"""SSH connections to hosts with a strict host-key policy and bounded waits."""

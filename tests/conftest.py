@@ -1,0 +1,6 @@
+"""Shared pytest configuration: registers the fixture modules of every test area."""
+
+pytest_plugins = [
+    "tests.fixtures.simgpu",
+    "tests.fixtures.sshserver",
+]
