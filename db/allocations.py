@@ -1,0 +1,120 @@
+"""GPU allocations: claiming GPUs atomically (the database refuses double-booking) and releasing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.errors import AllocationConflict
+from db.models import Allocation
+from db.types import AllocationKind, AllocationRow
+
+
+def claim_gpus(
+    session: Session,
+    gpu_ids: Sequence[int],
+    *,
+    kind: AllocationKind,
+    owner: str,
+    now: int,
+    task_id: int | None = None,
+    note: str | None = None,
+    expires_at: int | None = None,
+) -> list[int]:
+    """Create one active allocation per GPU, all or none; returns the allocation ids.
+
+    Raises AllocationConflict naming the GPUs already allocated (also when another process
+    claimed one between our check and our insert: the partial unique index refuses it). After
+    that error the caller's transaction must be rolled back (Database.session() does).
+    """
+    if not gpu_ids:
+        return []
+    taken = active_gpu_ids(session, gpu_ids)
+    if taken:
+        raise AllocationConflict(sorted(taken), f"GPU ids {sorted(taken)} are already allocated")
+    rows = [
+        {
+            "gpu_id": gpu_id,
+            "task_id": task_id,
+            "kind": kind,
+            "owner": owner,
+            "note": note,
+            "created_at": now,
+            "expires_at": expires_at,
+        }
+        for gpu_id in gpu_ids
+    ]
+    try:
+        result = session.execute(insert(Allocation).returning(Allocation.id), rows)
+        return list(result.scalars())
+    except IntegrityError as exc:
+        raise AllocationConflict(
+            gpu_ids, f"GPU ids {sorted(gpu_ids)} were claimed concurrently by another allocation"
+        ) from exc
+
+
+def active_gpu_ids(session: Session, gpu_ids: Sequence[int] | None = None) -> set[int]:
+    """The GPU ids (of `gpu_ids`, or all) that have an active allocation."""
+    query = select(Allocation.gpu_id).where(Allocation.released_at.is_(None))
+    if gpu_ids is not None:
+        query = query.where(Allocation.gpu_id.in_(list(gpu_ids)))
+    return set(session.scalars(query))
+
+
+def release_allocations(
+    session: Session,
+    *,
+    now: int,
+    reason: str,
+    allocation_ids: Sequence[int] | None = None,
+    task_id: int | None = None,
+) -> int:
+    """Release the active allocations given by id and/or task; returns how many were released."""
+    if allocation_ids is None and task_id is None:
+        raise ValueError("release_allocations needs allocation_ids or task_id")
+    statement = update(Allocation).where(Allocation.released_at.is_(None))
+    if allocation_ids is not None:
+        statement = statement.where(Allocation.id.in_(list(allocation_ids)))
+    if task_id is not None:
+        statement = statement.where(Allocation.task_id == task_id)
+    result = session.execute(statement.values(released_at=now, release_reason=reason))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def expire_reservations(session: Session, now: int) -> int:
+    """Release active allocations whose expires_at has passed; returns how many."""
+    result = session.execute(
+        update(Allocation)
+        .where(
+            Allocation.released_at.is_(None),
+            Allocation.expires_at.is_not(None),
+            Allocation.expires_at <= now,
+        )
+        .values(released_at=now, release_reason="expired")
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def list_allocations(session: Session, *, active_only: bool = True) -> list[AllocationRow]:
+    """Allocations (only active ones by default), oldest first."""
+    query = select(Allocation).order_by(Allocation.id)
+    if active_only:
+        query = query.where(Allocation.released_at.is_(None))
+    return [
+        AllocationRow(
+            id=row.id,
+            gpu_id=row.gpu_id,
+            task_id=row.task_id,
+            kind=row.kind,
+            owner=row.owner,
+            note=row.note,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+            released_at=row.released_at,
+            release_reason=row.release_reason,
+        )
+        for row in session.scalars(query)
+    ]

@@ -1,0 +1,21 @@
+"""Errors raised by the storage layer; fleet translates them into its own StorageError family.
+
+DatabaseError           the database cannot be opened, migrated, read or written
+└── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class DatabaseError(Exception):
+    """The database could not be opened, migrated, read or written; the message names the URL."""
+
+
+class AllocationConflict(DatabaseError):
+    """At least one of the requested GPUs is already actively allocated."""
+
+    def __init__(self, gpu_ids: Sequence[int], message: str) -> None:
+        self.gpu_ids = tuple(gpu_ids)
+        super().__init__(message)

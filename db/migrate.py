@@ -1,0 +1,150 @@
+"""Applying fleet's Alembic migrations, safely when several processes open a new database at once.
+
+SQLite: the upgrade runs in one `BEGIN IMMEDIATE` transaction on a dedicated connection (foreign
+keys off, as Alembic's batch table rebuilds need), so a second process waits for the first and
+then finds the schema current. PostgreSQL: a transaction-scoped advisory lock does the same.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from db.sqlite import apply_pragmas
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# The newest revision in MIGRATIONS_DIR, so that opening a current database needs no Alembic
+# import (~0.3 s); a test checks it against the scripts.
+HEAD_REVISION = "0002"
+# Arbitrary constant naming fleet's migration lock among PostgreSQL advisory locks.
+POSTGRES_MIGRATION_LOCK_KEY = 0x666C656574
+LOCKED_RETRY_DEADLINE_S = 60.0
+
+
+class MigrationError(Exception):
+    """Alembic refused to migrate (e.g. the database is at a revision this code does not know)."""
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic Config for fleet's migrations (no alembic.ini); `url` is for offline/CLI use."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    """The newest migration revision this code knows."""
+    return HEAD_REVISION
+
+
+def script_head_revision() -> str | None:
+    """The newest revision according to the migration scripts themselves (imports Alembic)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database is at, or None if it was never migrated."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    versions = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
+    return ",".join(sorted(versions)) or None
+
+
+def is_current(engine: Engine) -> bool:
+    """True when the database is already at head (a cheap read; no lock taken)."""
+    with engine.connect() as connection:
+        return current_revision(connection) == HEAD_REVISION
+
+
+def upgrade_to_head(engine: Engine) -> None:
+    """Apply every pending migration; a no-op when the database is current.
+
+    Retries, within LOCKED_RETRY_DEADLINE_S, when SQLite reports the database locked by another
+    process that is migrating at the same moment.
+    """
+    if is_current(engine):
+        return
+    deadline = time.monotonic() + LOCKED_RETRY_DEADLINE_S
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            _upgrade_locked(engine)
+            # Pooled connections opened before the migration may hold a stale schema (SQLite's
+            # PRAGMA reflection does not reload it), so start the pool afresh.
+            engine.dispose()
+            return
+        except OperationalError as exc:
+            if not _is_lock_error(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(min(0.05 * attempt, 1.0))
+
+
+def _is_lock_error(exc: OperationalError) -> bool:
+    message = str(exc.orig).lower()
+    return "locked" in message or "busy" in message
+
+
+def _upgrade_locked(engine: Engine) -> None:
+    """Run `alembic upgrade head` inside one transaction that excludes other migrators."""
+    if engine.dialect.name == "sqlite":
+        migration_engine = _sqlite_migration_engine(engine)
+        try:
+            with migration_engine.connect() as connection, connection.begin():
+                _run_upgrade(connection)
+                violations = connection.execute(text("PRAGMA foreign_key_check")).all()
+                if violations:
+                    raise RuntimeError(f"migration left foreign key violations: {violations[:5]}")
+        finally:
+            migration_engine.dispose()
+        return
+    with engine.connect() as connection, connection.begin():
+        if engine.dialect.name == "postgresql":
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": POSTGRES_MIGRATION_LOCK_KEY}
+            )
+        _run_upgrade(connection)
+
+
+def _run_upgrade(connection: Connection) -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    try:
+        command.upgrade(config, "head")
+    except CommandError as exc:
+        raise MigrationError(str(exc)) from exc
+
+
+def _sqlite_migration_engine(engine: Engine) -> Engine:
+    """A one-connection engine whose transactions start with BEGIN IMMEDIATE (the write lock)."""
+    migration_engine = create_engine(engine.url, poolclass=NullPool)
+
+    @event.listens_for(migration_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        apply_pragmas(dbapi_connection, foreign_keys=False)
+        # Take over BEGIN from the sqlite3 module so DDL runs inside our transaction.
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(migration_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return migration_engine
