@@ -1,0 +1,243 @@
+"""Line-aware YAML reading: compose a file safely, turn nodes into values that know their line."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from fleet.errors import ConfigError
+
+NULL_TAG = "tag:yaml.org,2002:null"
+BOOL_TAG = "tag:yaml.org,2002:bool"
+INT_TAG = "tag:yaml.org,2002:int"
+STR_TAG = "tag:yaml.org,2002:str"
+MERGE_TAG = "tag:yaml.org,2002:merge"
+# The most values one raw mapping (`settings`) may hold once its aliases are expanded.
+MAX_VALUES = 100_000
+
+
+def line_of(node: yaml.Node) -> int:
+    """The 1-based line where `node` starts."""
+    return int(node.start_mark.line) + 1
+
+
+def is_null(node: yaml.Node) -> bool:
+    """Whether `node` is an empty value (`key:` with nothing, `~` or `null`)."""
+    return isinstance(node, yaml.ScalarNode) and node.tag == NULL_TAG
+
+
+def closest(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices`, or an empty string."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One `key: value` pair of a YAML mapping; `key_node` gives the key's line."""
+
+    key: str
+    key_node: yaml.Node
+    value: yaml.Node
+
+    @property
+    def line(self) -> int:
+        """The line of the key."""
+        return line_of(self.key_node)
+
+
+class YamlFile:
+    """One composed YAML file, named as the user named it, that turns nodes into checked values."""
+
+    def __init__(self, display_path: str) -> None:
+        self.path = display_path
+        self._constructor = yaml.constructor.SafeConstructor()
+
+    def compose(self, text: str) -> yaml.Node:
+        """The single document in `text`; ConfigError on a syntax error or an empty file."""
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark is not None else None
+            problem = exc.problem or exc.context or "invalid YAML"
+            raise ConfigError(f"YAML syntax error: {problem}", path=self.path, line=line) from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"YAML error: {exc}", path=self.path) from exc
+        if root is None or is_null(root):
+            raise ConfigError("the file is empty (no hosts, groups or settings)", path=self.path)
+        self._check_acyclic(root)
+        return root
+
+    def _check_acyclic(self, root: yaml.Node) -> None:
+        """ConfigError when an alias refers to a node that contains it (a recursive structure)."""
+        finished: set[int] = set()
+        on_path: set[int] = set()
+        # Depth-first walk without recursion: (node, whether its children were pushed).
+        stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                on_path.discard(id(node))
+                finished.add(id(node))
+                continue
+            if id(node) in finished:
+                continue
+            if id(node) in on_path:
+                raise self.error(node, "recursive alias: a value contains itself")
+            on_path.add(id(node))
+            stack.append((node, True))
+            for child in _children(node):
+                if id(child) in on_path:
+                    raise self.error(child, "recursive alias: a value contains itself")
+                if id(child) not in finished:
+                    stack.append((child, False))
+
+    def error(self, node: yaml.Node | None, message: str) -> ConfigError:
+        """A ConfigError about `node`, naming this file and the node's line."""
+        return ConfigError(message, path=self.path, line=None if node is None else line_of(node))
+
+    def source(self, node: yaml.Node) -> str:
+        """`FILE:LINE` for `node`."""
+        return f"{self.path}:{line_of(node)}"
+
+    def mapping(self, node: yaml.Node, what: str) -> list[Entry]:
+        """The entries of a mapping node (empty for null), merge keys (`<<`) applied.
+
+        A key written twice in the same mapping is an error; keys that come from a merge are
+        overridden by the mapping's own keys, as YAML specifies.
+        """
+        if is_null(node):
+            return []
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{what} must be a mapping (key: value), not {kind(node)}")
+        own: dict[str, Entry] = {}
+        merged: dict[str, Entry] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == MERGE_TAG:
+                for source in self._merge_sources(value_node):
+                    for entry in self.mapping(source, "a merged mapping (<<)"):
+                        merged.setdefault(entry.key, entry)
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self.error(
+                    key_node, f"keys in {what} must be plain names, not {kind(key_node)}"
+                )
+            key = str(key_node.value)
+            if key in own:
+                raise self.error(
+                    key_node, f"duplicate key {key!r} in {what} (first at line {own[key].line})"
+                )
+            own[key] = Entry(key, key_node, value_node)
+        return [entry for key, entry in merged.items() if key not in own] + list(own.values())
+
+    def _merge_sources(self, node: yaml.Node) -> list[yaml.Node]:
+        """The mappings a `<<:` value names: one alias or a list of them."""
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        return [node]
+
+    def check_keys(self, entries: Iterable[Entry], allowed: Iterable[str], what: str) -> None:
+        """ConfigError for the first key not in `allowed`, suggesting the closest valid key."""
+        valid = sorted(allowed)
+        for entry in entries:
+            if entry.key not in valid:
+                raise self.error(
+                    entry.key_node,
+                    f"unknown key {entry.key!r} in {what}{closest(entry.key, valid)}; "
+                    f"valid keys: {', '.join(valid)}",
+                )
+
+    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
+        """The items of a sequence node (empty for null)."""
+        if is_null(node):
+            return []
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(node, f"{what} must be a list, not {kind(node)}")
+        return list(node.value)
+
+    def scalar(self, node: yaml.Node, what: str) -> object:
+        """The Python value of a scalar node (str, int, float, bool, None, date)."""
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(node, f"{what} must be a single value, not {kind(node)}")
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise self.error(node, f"{what}: {exc}") from exc
+
+    def text(self, node: yaml.Node, what: str) -> str:
+        """A non-empty string value; numbers are accepted as their text, other types are errors."""
+        value = self.scalar(node, what)
+        if isinstance(value, bool) or value is None or not isinstance(value, str | int | float):
+            raise self.error(node, f"{what} must be a string, not {kind(node)}")
+        result = str(node.value) if not isinstance(value, str) else value
+        if not result.strip():
+            raise self.error(node, f"{what} must not be empty")
+        return result
+
+    def to_python(self, node: yaml.Node, what: str) -> object:
+        """Plain dict/list/scalar data for `node`, keys as strings, duplicate keys rejected.
+
+        Aliases are expanded, so a budget of MAX_VALUES values guards against alias bombs.
+        """
+        budget = [MAX_VALUES]
+        return self._to_python(node, what, budget)
+
+    def _to_python(self, node: yaml.Node, what: str, budget: list[int]) -> object:
+        """to_python's recursion; `budget[0]` counts down the values still allowed."""
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise self.error(node, f"{what} expands to more than {MAX_VALUES} values")
+        if isinstance(node, yaml.MappingNode):
+            return {
+                entry.key: self._to_python(entry.value, f"{what}.{entry.key}", budget)
+                for entry in self.mapping(node, what)
+            }
+        if isinstance(node, yaml.SequenceNode):
+            return [self._to_python(item, what, budget) for item in node.value]
+        return self.scalar(node, what)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    """The nodes directly inside a mapping or sequence node."""
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def kind(node: yaml.Node) -> str:
+    """What a node is, in words, for error messages."""
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    names = {
+        NULL_TAG: "empty",
+        BOOL_TAG: "a boolean",
+        INT_TAG: "an integer",
+        STR_TAG: "a string",
+        "tag:yaml.org,2002:float": "a number",
+    }
+    return names.get(node.tag, f"a {node.tag.rsplit(':', 1)[-1]}")
+
+
+def read_yaml_file(path: Path, display_path: str) -> tuple[YamlFile, yaml.Node]:
+    """Read and compose the YAML file at `path`; ConfigError if missing, unreadable or invalid."""
+    if not path.exists():
+        raise ConfigError("inventory file not found", path=display_path)
+    if not path.is_file():
+        raise ConfigError("inventory path is not a regular file", path=display_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"inventory is not UTF-8 text: {exc.reason}", path=display_path) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read inventory: {exc.strerror}", path=display_path) from exc
+    source = YamlFile(display_path)
+    return source, source.compose(text)

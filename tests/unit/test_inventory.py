@@ -1,0 +1,558 @@
+"""Inventory loading: fleet and Ansible YAML, errors with file:line, ssh config, host selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fleet.errors import ConfigError
+from fleet.inventory import (
+    Inventory,
+    default_inventory_path,
+    expand_host_range,
+    load_inventory,
+    load_ssh_config_hosts,
+    resolve_ssh_config,
+    select_hosts,
+)
+from fleet.model import HostSpec
+
+HERE = Path(__file__).parent
+GOOD = HERE / "inventories" / "good"
+BAD = HERE / "inventories" / "bad"
+EXAMPLE = HERE.parent.parent / "inventory.example.yaml"
+ERROR_MARK = "# <- error"
+
+
+def _expect(spec: HostSpec, expected: dict[str, Any]) -> None:
+    """Compare the named fields of a spec; `labels` given as a dict."""
+    for field, value in expected.items():
+        actual = dict(spec.labels) if field == "labels" else getattr(spec, field)
+        assert actual == value, f"{spec.name}.{field}: {actual!r} != {value!r}"
+
+
+GOOD_CASES: list[tuple[Path, dict[str, dict[str, Any]]]] = [
+    (
+        EXAMPLE,
+        {
+            "controller": {"address": "127.0.0.1", "connection": "local", "groups": ()},
+            "login": {
+                "address": "login.lab.example.org",
+                "port": 2222,
+                "user": "lab",
+                "identity_file": "~/.ssh/id_lab",
+                "groups": ("lab",),
+                "labels": {"role": "login", "site": "bldg-4"},
+            },
+            "gpu01": {
+                "address": "gpu01",
+                "port": 22,
+                "proxy_jump": "lab@login.lab.example.org:2222",
+                "groups": ("gpu", "lab", "a100"),
+                "labels": {"site": "bldg-4", "role": "compute", "gpu": "a100", "rack": "a1"},
+            },
+            "gpu02": {"groups": ("gpu", "a100")},
+            "gpu03": {},
+            "gpu04": {},
+            "h100-a": {
+                "address": "10.20.0.11",
+                "user": "ml",
+                "python": "/opt/conda/bin/python3",
+                "labels": {"site": "bldg-4", "role": "compute", "gpu": "h100", "rack": "b2"},
+            },
+            "h100-b": {"address": "10.20.0.12"},
+        },
+    ),
+    (
+        GOOD / "fleet_minimal.yaml",
+        {
+            "alpha": {"address": "alpha", "port": 22, "user": None, "python": "python3"},
+            "beta": {"connection": "ssh", "groups": (), "labels": {}},
+        },
+    ),
+    (
+        GOOD / "fleet_inheritance.yaml",
+        {
+            "workstation": {"connection": "local", "port": 22, "user": "base"},
+            "n08": {
+                "port": 2200,
+                "user": "rack1",
+                "identity_file": "~/.ssh/id_cluster",
+                "python": "/usr/bin/python3.8",
+                "groups": ("cluster", "rack1"),
+                "labels": {"site": "main", "tier": "silver", "team": "vision"},
+            },
+            "n09": {},
+            "n10": {},
+            "nodea": {"port": 2222},
+            "nodeb": {"port": 2222},
+            "r2-1": {"address": "10.2.0.1", "port": 2201, "user": "cluster", "python": "python3"},
+            "r2-3": {"address": "10.2.0.2", "port": 2202, "groups": ("cluster", "rack2")},
+            "r2-5": {"address": "10.2.0.3", "port": 2203},
+            "special": {
+                "user": "root",
+                "python": "python3.11",
+                "proxy_jump": "jump.example.org",
+                "labels": {
+                    "site": "main",
+                    "tier": "gold",
+                    "team": "infra",
+                    "gpus": "8",
+                    "spare": "true",
+                },
+            },
+        },
+    ),
+    (
+        GOOD / "ansible_basic.yaml",
+        {
+            "localhost": {"connection": "local", "python": "python3", "groups": ()},
+            "mail.example.org": {"address": "mail.example.org", "port": 2222, "user": "deploy"},
+            "gpu01": {
+                "identity_file": "~/.ssh/gpu_key",
+                "python": "/usr/bin/python3",
+                "proxy_jump": "bastion.example.org",
+                "groups": ("gpu", "a100"),
+                "labels": {"datacenter": "dc1", "cuda": "12.4"},
+            },
+            "gpu02": {"groups": ("gpu", "lab", "a100")},
+            "gpu03": {},
+            "hgx1": {
+                "address": "10.1.0.5",
+                "port": 2022,
+                "user": "ml",
+                "groups": ("gpu", "lab", "h100"),
+                "labels": {
+                    "datacenter": "dc1",
+                    "cuda": "12.4",
+                    "rack": "b2",
+                    "maintenance": "false",
+                },
+            },
+        },
+    ),
+    (
+        GOOD / "ansible_toplevel_groups.yaml",
+        {
+            "web1": {"address": "192.0.2.10", "groups": ("webservers",)},
+            "web2": {"address": "192.0.2.11", "proxy_jump": "gw@192.0.2.1"},
+            "db1": {"address": "db1", "port": 2200, "groups": ("dbservers",)},
+            "mc1": {"address": "mc1", "port": 11211, "groups": ("cache",)},
+            "mc2": {"address": "mc2", "port": 11211},
+            "fe80::1": {"address": "fe80::1", "port": 2201},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "expected"), GOOD_CASES, ids=lambda v: getattr(v, "name", ""))
+def test_good_inventory_parses_to_expected_hosts(
+    path: Path, expected: dict[str, dict[str, Any]]
+) -> None:
+    inventory = load_inventory(path)
+    assert [spec.name for spec in inventory.hosts] == list(expected)
+    for spec in inventory.hosts:
+        _expect(spec, expected[spec.name])
+        file, _, line = spec.source.rpartition(":")
+        assert file == str(path) and int(line) > 0
+    assert inventory.path == path
+    assert len({spec.key for spec in inventory.hosts}) == len(inventory.hosts)
+
+
+def test_groups_map_to_member_names() -> None:
+    inventory = load_inventory(GOOD / "ansible_basic.yaml")
+    assert inventory.groups == {
+        "gpu": ("gpu01", "gpu02", "gpu03", "hgx1"),
+        "a100": ("gpu01", "gpu02", "gpu03"),
+        "h100": ("hgx1",),
+        "lab": ("gpu02", "hgx1"),
+    }
+    assert inventory.settings == {} and inventory.settings_line is None
+
+
+def test_example_settings_are_kept_raw_with_their_line() -> None:
+    inventory = load_inventory(EXAMPLE)
+    assert inventory.settings == {"interval_s": 2}
+    assert inventory.settings_line is not None
+    line = EXAMPLE.read_text().splitlines()[inventory.settings_line - 1]
+    assert line.startswith("settings:")
+
+
+BAD_CASES: list[tuple[str, str]] = [
+    ("syntax_error.yaml", "YAML syntax error"),
+    ("unclosed_flow.yaml", "YAML syntax error"),
+    ("empty.yaml", "empty"),
+    ("comments_only.yaml", "empty"),
+    ("top_level_list.yaml", "must be a mapping"),
+    ("unknown_top_key.yaml", "did you mean 'hosts'?"),
+    ("unknown_host_key.yaml", "did you mean 'address'?"),
+    ("unknown_group_key.yaml", "did you mean 'hosts'?"),
+    ("address_in_vars.yaml", "address cannot be set in top-level vars"),
+    ("port_not_int.yaml", "must be an integer port"),
+    ("port_out_of_range.yaml", "70000 is out of range"),
+    ("bad_connection.yaml", "'ssh' or 'local'"),
+    ("labels_not_mapping.yaml", "labels must be a mapping"),
+    ("label_value_not_scalar.yaml", "must be a single value"),
+    ("label_without_equals.yaml", "key=value"),
+    ("bad_range.yaml", "bad host range"),
+    ("descending_range.yaml", "not increasing"),
+    ("huge_range.yaml", "at most"),
+    ("address_range_mismatch.yaml", "gives 2 values for 3 hosts"),
+    ("duplicate_address.yaml", "same address and port (10.0.0.1:22) as host 'gpu01'"),
+    ("duplicate_name_conflict.yaml", "at line 3"),
+    ("duplicate_yaml_key.yaml", "duplicate key 'gpu01'"),
+    ("unknown_child_group.yaml", "did you mean 'h100'?"),
+    ("group_cycle.yaml", "group cycle: a -> b -> a"),
+    ("bad_version.yaml", "unsupported inventory version 2"),
+    ("settings_not_mapping.yaml", "settings must be a mapping"),
+    ("bad_host_name.yaml", "without commas"),
+    ("ansible_bad_port.yaml", "must be an integer port"),
+    ("ansible_bad_connection.yaml", "'winrm' is not supported"),
+    ("ansible_unknown_group_key.yaml", "did you mean 'hosts'?"),
+    ("ansible_duplicate_address.yaml", "same address and port"),
+    ("ansible_conflicting_address.yaml", "'10.0.0.2' here but '10.0.0.1' at line 6"),
+    ("ansible_jinja.yaml", "Jinja"),
+    ("ansible_hosts_list.yaml", "must be a mapping"),
+    ("recursive_alias.yaml", "recursive alias"),
+]
+
+
+def _marked_line(path: Path) -> int | None:
+    """The line carrying the `# <- error` marker, or None for files without one."""
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if ERROR_MARK in line:
+            return number
+    return None
+
+
+def test_every_bad_fixture_is_in_the_table() -> None:
+    assert sorted(name for name, _ in BAD_CASES) == sorted(p.name for p in BAD.glob("*.yaml"))
+
+
+@pytest.mark.parametrize(("name", "fragment"), BAD_CASES, ids=[name for name, _ in BAD_CASES])
+def test_bad_inventory_names_file_and_line(name: str, fragment: str) -> None:
+    path = BAD / name
+    with pytest.raises(ConfigError) as caught:
+        load_inventory(path)
+    error = caught.value
+    assert error.exit_code == 2
+    assert error.path == str(path)
+    assert error.line == _marked_line(path)
+    assert fragment in str(error)
+    expected_prefix = f"{path}:{error.line}: " if error.line is not None else f"{path}: "
+    assert str(error).startswith(expected_prefix)
+
+
+def test_duplicate_error_names_both_lines() -> None:
+    path = BAD / "duplicate_address.yaml"
+    with pytest.raises(ConfigError) as caught:
+        load_inventory(path)
+    assert f"defined at {path}:2" in str(caught.value)
+    assert caught.value.line == 4
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match="not found") as caught:
+        load_inventory(missing)
+    assert caught.value.path == str(missing) and caught.value.exit_code == 2
+
+
+def test_directory_and_non_utf8_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_inventory(tmp_path)
+    binary = tmp_path / "inv.yaml"
+    binary.write_bytes(b"hosts: [\xff\xfe]\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_inventory(binary)
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text("hosts:\n  a:\n    user: !!python/object/apply:os.system ['true']\n")
+    with pytest.raises(ConfigError) as caught:
+        load_inventory(path)
+    assert caught.value.line == 3
+
+
+def test_format_can_be_forced(tmp_path: Path) -> None:
+    # A top-level group called `hosts` reads as fleet's format unless Ansible is forced.
+    path = tmp_path / "inv.yaml"
+    path.write_text("hosts:\n  hosts:\n    web1:\n      ansible_port: 2022\n")
+    with pytest.raises(ConfigError, match="unknown key 'web1' in host 'hosts'"):
+        load_inventory(path)
+    forced = load_inventory(path, fmt="ansible")
+    assert [(h.name, h.port, h.groups) for h in forced.hosts] == [("web1", 2022, ("hosts",))]
+    with pytest.raises(ConfigError, match="unknown key 'all'"):
+        load_inventory(GOOD / "ansible_basic.yaml", fmt="fleet")
+    with pytest.raises(ConfigError, match="unknown inventory format"):
+        load_inventory(path, fmt="toml")
+
+
+def test_no_inventory_means_local_machine_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert default_inventory_path() is None
+    inventory = load_inventory()
+    assert inventory.path is None and inventory.groups == {}
+    [local] = inventory.hosts
+    assert (local.name, local.address, local.connection) == ("localhost", "127.0.0.1", "local")
+
+
+def test_default_path_prefers_cwd_then_xdg_then_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    home_file = home / ".config" / "fleet" / "inventory.yaml"
+    home_file.parent.mkdir(parents=True)
+    home_file.write_text("hosts: [from-home]\n")
+    assert default_inventory_path() == home_file
+    xdg_file = tmp_path / "xdg" / "fleet" / "inventory.yaml"
+    xdg_file.parent.mkdir(parents=True)
+    xdg_file.write_text("hosts: [from-xdg]\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert default_inventory_path() == xdg_file
+    (tmp_path / "inventory.yaml").write_text("hosts: [from-cwd]\n")
+    assert default_inventory_path() == tmp_path / "inventory.yaml"
+    assert [h.name for h in load_inventory().hosts] == ["from-cwd"]
+
+
+# --- host ranges -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("gpu01", ["gpu01"]),
+        ("gpu[01:03]", ["gpu01", "gpu02", "gpu03"]),
+        ("gpu[1:3]", ["gpu1", "gpu2", "gpu3"]),
+        ("gpu[8:10]", ["gpu8", "gpu9", "gpu10"]),
+        ("n[001:002].lab", ["n001.lab", "n002.lab"]),
+        ("node[a:c]", ["nodea", "nodeb", "nodec"]),
+        ("x[A:B]", ["xA", "xB"]),
+        ("n[0:6:3]", ["n0", "n3", "n6"]),
+        ("n[:1]", ["n0", "n1"]),
+        ("r[1:2]-g[a:b]", ["r1-ga", "r1-gb", "r2-ga", "r2-gb"]),
+    ],
+)
+def test_expand_host_range(pattern: str, expected: list[str]) -> None:
+    assert expand_host_range(pattern) == expected
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "gpu[1-3]",
+        "gpu[3:1]",
+        "gpu[1:3",
+        "gpu1:3]",
+        "gpu[a:3]",
+        "gpu[aa:b]",
+        "gpu[1:3:0]",
+        "gpu[b:a]",
+        "gpu[a:C]",
+        "n[0:20000]",
+        "gpu[]",
+    ],
+)
+def test_expand_host_range_rejects_bad_patterns(pattern: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        expand_host_range(pattern)
+    assert pattern in str(caught.value) and caught.value.exit_code == 2
+
+
+@given(st.integers(0, 500), st.integers(0, 60), st.integers(1, 4))
+def test_numeric_range_count_and_padding(start: int, span: int, width: int) -> None:
+    first = str(start).zfill(width)
+    last = str(start + span).zfill(width)
+    names = expand_host_range(f"h[{first}:{last}]")
+    assert len(names) == span + 1
+    assert [int(name[1:]) for name in names] == list(range(start, start + span + 1))
+    if first.startswith("0") and len(first) > 1:
+        assert all(len(name) - 1 >= len(first) for name in names)
+    else:
+        assert names[0] == f"h{start}"
+
+
+# --- ~/.ssh/config ---------------------------------------------------------------------------
+
+SSH_CONFIG = """\
+Host gpu01
+    HostName 10.0.0.1
+    Port 2201
+    User alice
+    IdentityFile ~/.ssh/id_gpu
+    ProxyJump jump@bastion
+
+Host gpu*
+    User bob
+    IdentityFile /keys/fallback
+
+Host alias-one alias-two
+    HostName 10.0.0.9
+
+Host *.wild !excluded
+    Port 2022
+
+Host = eq-host
+	HostName=10.0.0.20
+"""
+
+
+@pytest.fixture
+def ssh_config(tmp_path: Path) -> Path:
+    path = tmp_path / "ssh_config"
+    path.write_text(SSH_CONFIG)
+    return path
+
+
+def test_ssh_config_fills_unset_fields(ssh_config: Path) -> None:
+    spec = resolve_ssh_config(HostSpec(name="gpu01", address="gpu01"), ssh_config)
+    assert (spec.address, spec.port, spec.user) == ("10.0.0.1", 2201, "alice")
+    assert spec.identity_file == "~/.ssh/id_gpu" and spec.proxy_jump == "jump@bastion"
+    other = resolve_ssh_config(HostSpec(name="gpu07", address="gpu07"), ssh_config)
+    assert (other.address, other.port, other.user) == ("gpu07", 22, "bob")
+    assert other.identity_file == "/keys/fallback" and other.proxy_jump is None
+
+
+def test_ssh_config_never_overrides_explicit_values(ssh_config: Path) -> None:
+    spec = HostSpec(name="gpu01", address="gpu01", port=22, user="carol")
+    resolved = resolve_ssh_config(spec, ssh_config, explicit={"port", "user"})
+    assert (resolved.address, resolved.port, resolved.user) == ("10.0.0.1", 22, "carol")
+    local = HostSpec(name="gpu01", address="gpu01", connection="local")
+    assert resolve_ssh_config(local, ssh_config) is local
+
+
+def test_load_inventory_resolves_through_ssh_config(tmp_path: Path, ssh_config: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        "groups:\n  gpu:\n    vars: {user: team}\n    hosts:\n      gpu01:\n"
+        "      gpu02: {port: 2200}\n      me: {connection: local}\n"
+    )
+    inventory = load_inventory(path, ssh_config=ssh_config)
+    gpu01, gpu02, me = inventory.hosts
+    # The group's user and the host's port are inventory values: they beat the ssh config.
+    assert (gpu01.address, gpu01.port, gpu01.user) == ("10.0.0.1", 2201, "team")
+    assert gpu01.proxy_jump == "jump@bastion" and gpu01.source == f"{path}:5"
+    assert (gpu02.address, gpu02.port, gpu02.user) == ("gpu02", 2200, "team")
+    assert gpu02.identity_file == "/keys/fallback"
+    assert (me.address, me.connection) == ("me", "local")
+
+
+def test_ssh_config_can_create_duplicates(tmp_path: Path, ssh_config: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text("hosts:\n  alias-one:\n  alias-two:\n")
+    with pytest.raises(ConfigError, match="same address and port") as caught:
+        load_inventory(path, ssh_config=ssh_config)
+    assert caught.value.line == 3 and f"{path}:2" in str(caught.value)
+
+
+def test_ssh_config_hosts_are_listed_and_merged(tmp_path: Path, ssh_config: Path) -> None:
+    hosts = load_ssh_config_hosts(ssh_config)
+    assert [(h.name, h.address, h.port) for h in hosts] == [
+        ("gpu01", "10.0.0.1", 2201),
+        ("alias-one", "10.0.0.9", 22),
+        ("eq-host", "10.0.0.20", 22),
+    ]
+    assert [h.source for h in hosts] == [f"{ssh_config}:{line}" for line in (1, 12, 18)]
+    path = tmp_path / "inv.yaml"
+    path.write_text("hosts:\n  first:\n    address: 10.0.0.9\n  gpu01:\n")
+    inventory = load_inventory(path, ssh_config=ssh_config, ssh_config_hosts=True)
+    # 10.0.0.9:22 is already `first` and gpu01 is in the inventory: only eq-host is added.
+    assert [(h.name, h.address) for h in inventory.hosts] == [
+        ("first", "10.0.0.9"),
+        ("gpu01", "10.0.0.1"),
+        ("eq-host", "10.0.0.20"),
+    ]
+    extra = tmp_path / "extra_config"
+    extra.write_text(f"Include {ssh_config}\nHost solo\n    Port 2300\n")
+    assert [(h.name, h.port) for h in load_ssh_config_hosts(extra)] == [
+        ("gpu01", 2201),
+        ("alias-one", 22),
+        ("eq-host", 22),
+        ("solo", 2300),
+    ]
+
+
+def test_ssh_config_errors_name_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "ssh_config"
+    path.write_text("Host gpu01\n    Port not-a-number\n")
+    with pytest.raises(ConfigError) as caught:
+        resolve_ssh_config(HostSpec(name="gpu01", address="gpu01"), path)
+    assert (caught.value.path, caught.value.line) == (str(path), 2)
+    with pytest.raises(ConfigError, match="not found"):
+        load_ssh_config_hosts(tmp_path / "missing")
+
+
+# --- select_hosts ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example() -> Inventory:
+    return load_inventory(EXAMPLE)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (None, "controller login gpu01 gpu02 gpu03 gpu04 h100-a h100-b"),
+        ("", "controller login gpu01 gpu02 gpu03 gpu04 h100-a h100-b"),
+        ("gpu0[12]", "gpu01 gpu02"),
+        ("login,gpu0*", "login gpu01 gpu02 gpu03 gpu04"),
+        ("gpu04,login", "login gpu04"),
+        ("h100", "h100-a h100-b"),
+        ("@lab", "login gpu01"),
+        ("@a1*", "gpu01 gpu02 gpu03 gpu04"),
+        ("@all", "controller login gpu01 gpu02 gpu03 gpu04 h100-a h100-b"),
+        ("label:rack=b2", "h100-a h100-b"),
+        ("label:role=comp*", "gpu01 gpu02 gpu03 gpu04 h100-a h100-b"),
+        ("label:rack", "gpu01 gpu02 gpu03 gpu04 h100-a h100-b"),
+        ("@gpu,!gpu02,!label:gpu=h100", "gpu01 gpu03 gpu04"),
+        ("!@gpu", "controller login"),
+        ("gpu01,@lab,gpu01", "login gpu01"),
+    ],
+)
+def test_select_hosts(example: Inventory, pattern: str | None, expected: str) -> None:
+    assert [spec.name for spec in select_hosts(example, pattern)] == expected.split()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hint"),
+    [
+        ("gpu99", ""),
+        ("logn", "did you mean 'login'?"),
+        ("@a10", "did you mean '@a100'?"),
+        ("label:rack=c9", ""),
+        ("gpu01,!nothing*", ""),
+    ],
+)
+def test_select_hosts_rejects_patterns_matching_nothing(
+    example: Inventory, pattern: str, hint: str
+) -> None:
+    with pytest.raises(ConfigError, match="matches no host") as caught:
+        select_hosts(example, pattern)
+    assert hint in str(caught.value) and caught.value.exit_code == 2
+
+
+def test_settings_alias_bomb_is_refused(tmp_path: Path) -> None:
+    lines = ["hosts: [a]", "l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 7):
+        refs = ", ".join([f"*l{level - 1}"] * 10)
+        lines.append(f"l{level}: &l{level} [{refs}]")
+    lines[1:] = [f"  {line}" for line in lines[1:]]
+    text = "\n".join([lines[0], "settings:", *lines[1:], "  bomb: *l6"]) + "\n"
+    path = tmp_path / "inv.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="more than 100000 values") as caught:
+        load_inventory(path)
+    assert caught.value.line is not None
