@@ -1,0 +1,306 @@
+"""Open SSH connections to hosts (direct or through jump hosts) and translate every failure."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+from dataclasses import replace
+from typing import cast
+
+import asyncssh
+
+from fleet.errors import AuthFailed, HostError, HostKeyRejected, HostUnreachable
+from fleet.model import HostSpec
+from fleet.ssh.hostkeys import (
+    HostKeyPolicy,
+    PolicyClient,
+    blob_fingerprint,
+    key_fingerprint,
+    key_type_name,
+    no_known_hosts,
+)
+from fleet.ssh.options import SshOptions
+
+# Slack on top of asyncssh's own connect_timeout before the outer guard gives up.
+_GUARD_SLACK_S = 1.0
+_MAX_JUMP_HOPS = 8
+
+
+def parse_jump(value: str, owner: str) -> list[HostSpec]:
+    """The hops of a ProxyJump value `[user@]host[:port],...` as HostSpecs (names say whose)."""
+    hops = []
+    for raw in value.split(","):
+        text = raw.strip().removeprefix("ssh://")
+        user: str | None = None
+        if "@" in text:
+            user, text = text.rsplit("@", 1)
+        port = 22
+        if text.startswith("["):
+            host, _, rest = text[1:].partition("]")
+            if rest.startswith(":"):
+                port = _parse_port(rest[1:], value, owner)
+        elif text.count(":") == 1:
+            host, port_text = text.split(":")
+            port = _parse_port(port_text, value, owner)
+        else:
+            host = text
+        if not host:
+            raise HostUnreachable(owner, f"invalid jump host {value!r}")
+        hops.append(
+            HostSpec(name=host_text_of(user, host, port), address=host, port=port, user=user)
+        )
+    if len(hops) > _MAX_JUMP_HOPS:
+        raise HostUnreachable(owner, f"too many jump hosts in {value!r}")
+    return hops
+
+
+def _parse_port(text: str, value: str, owner: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise HostUnreachable(owner, f"invalid port in jump host {value!r}")
+    return int(text)
+
+
+def _where(spec: HostSpec) -> str:
+    return f"{spec.address}:{spec.port}"
+
+
+def _keys_description(client_keys: object) -> str:
+    described = []
+    for keypair in client_keys if isinstance(client_keys, list) else []:
+        if isinstance(keypair, asyncssh.SSHKeyPair):
+            described.append(
+                f"{keypair.algorithm.decode()} {blob_fingerprint(keypair.public_data)}"
+            )
+    text = ", ".join(described) if described else "no key files"
+    if os.environ.get("SSH_AUTH_SOCK"):
+        text += ", plus keys from ssh-agent"
+    return text
+
+
+def translate_error(
+    spec: HostSpec, exc: BaseException, options: SshOptions, policy: HostKeyPolicy | None
+) -> HostError:
+    """The fleet error for an asyncssh/OS failure while connecting to `spec`."""
+    if policy is not None and policy.rejection is not None:
+        return HostKeyRejected(spec.name, policy.rejection)
+    where = _where(spec)
+    if isinstance(exc, HostError):
+        return exc
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyRejected(spec.name, f"host key of {where} not accepted: {exc.reason}")
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return AuthFailed(spec.name, f"permission denied at {where}: {exc.reason}")
+    if isinstance(exc, asyncssh.ConnectionLost) and "Login timeout" in exc.reason:
+        return HostUnreachable(
+            spec.name, f"no SSH login within {options.login_timeout:g}s at {where}"
+        )
+    if isinstance(exc, asyncssh.DisconnectError):
+        return HostUnreachable(spec.name, f"disconnected by {where}: {exc.reason}")
+    if isinstance(exc, asyncssh.ChannelOpenError):
+        return HostUnreachable(spec.name, f"jump host could not reach {where}: {exc.reason}")
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return HostUnreachable(
+            spec.name,
+            f"timed out after {options.handshake_deadline:g}s connecting to {where}",
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        return HostUnreachable(spec.name, f"connection refused at {where}")
+    if isinstance(exc, socket.gaierror):
+        return HostUnreachable(spec.name, f"cannot resolve {spec.address}: {exc.strerror}")
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return HostUnreachable(spec.name, f"network unreachable for {where}")
+        return HostUnreachable(spec.name, f"cannot connect to {where}: {exc.strerror or exc}")
+    return HostUnreachable(spec.name, f"{type(exc).__name__} connecting to {where}: {exc}")
+
+
+def _identity_files(spec: HostSpec) -> list[str] | tuple[()]:
+    """The spec's identity file (~ expanded) or () for "ssh config, then default keys"."""
+    return [os.path.expanduser(spec.identity_file)] if spec.identity_file else ()
+
+
+async def _build_options(
+    spec: HostSpec, options: SshOptions, **extra: object
+) -> asyncssh.SSHClientConnectionOptions:
+    """asyncssh options for `spec`: explicit spec values, then ssh config, then defaults."""
+    identity: object = _identity_files(spec)
+    prepared = await asyncssh.SSHClientConnectionOptions.construct(
+        config=[str(path) for path in options.ssh_config_files],
+        host=spec.address,
+        port=spec.port,
+        username=spec.user if spec.user else (),
+        client_keys=identity,
+        known_hosts=no_known_hosts,
+        kex_algs=options.kex_algs,
+        connect_timeout=options.handshake_deadline,
+        login_timeout=options.login_timeout,
+        keepalive_interval=options.keepalive_interval,
+        keepalive_count_max=options.keepalive_count_max,
+        encoding=None,
+        **extra,
+    )
+    return cast(asyncssh.SSHClientConnectionOptions, prepared)
+
+
+async def _connect_hop(
+    spec: HostSpec, options: SshOptions, tunnel: asyncssh.SSHClientConnection | None
+) -> asyncssh.SSHClientConnection:
+    """One SSH connection (directly or over `tunnel`), bounded by the handshake deadline."""
+    deadline = options.handshake_deadline + _GUARD_SLACK_S
+    try:
+        return await asyncio.wait_for(_open_hop(spec, options, tunnel), deadline)
+    except TimeoutError as exc:
+        raise HostUnreachable(
+            spec.name, f"timed out after {deadline:g}s connecting to {_where(spec)}"
+        ) from exc
+
+
+async def _open_hop(
+    spec: HostSpec, options: SshOptions, tunnel: asyncssh.SSHClientConnection | None
+) -> asyncssh.SSHClientConnection:
+    """One SSH connection (directly or over `tunnel`), host key checked by fleet's policy."""
+    policy: HostKeyPolicy | None = None
+    try:
+        prepared = await _build_options(spec, options)
+        # Keys are looked up for the host really dialled (ssh config may rewrite HostName).
+        policy = await asyncio.to_thread(
+            HostKeyPolicy, spec.name, prepared.host, prepared.port, options
+        )
+        bound_policy = policy
+        conn = await asyncssh.connect(
+            spec.address,
+            spec.port,
+            tunnel=tunnel,
+            config=[str(path) for path in options.ssh_config_files],
+            options=prepared,
+            client_factory=lambda: PolicyClient(bound_policy),
+            server_host_key_algs=policy.server_host_key_algs(),
+        )
+    except asyncssh.PermissionDenied as exc:
+        user = spec.user or "(ssh config / local user)"
+        keys = "unknown keys"
+        if policy is not None:
+            user = prepared.username
+            keys = _keys_description(prepared.client_keys)
+        raise AuthFailed(
+            spec.name,
+            f"permission denied for user {user} at {_where(spec)} (offered: {keys})",
+        ) from exc
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+        raise AuthFailed(spec.name, f"cannot load identity {spec.identity_file}: {exc}") from exc
+    except FileNotFoundError as exc:
+        if policy is None:
+            raise AuthFailed(spec.name, f"cannot load identity: {exc}") from exc
+        raise translate_error(spec, exc, options, policy) from exc
+    except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
+        raise translate_error(spec, exc, options, policy) from exc
+    return conn
+
+
+def _jump_of(spec: HostSpec, prepared: asyncssh.SSHClientConnectionOptions) -> str | None:
+    if spec.proxy_jump:
+        return spec.proxy_jump
+    configured = prepared.tunnel
+    if isinstance(configured, str) and configured.lower() != "none":
+        return configured
+    return None
+
+
+async def _connect_chain(spec: HostSpec, options: SshOptions) -> asyncssh.SSHClientConnection:
+    jump: str | None = spec.proxy_jump
+    if jump is None and options.ssh_config_files:
+        try:
+            jump = _jump_of(spec, await _build_options(spec, options))
+        except (OSError, asyncssh.Error, ValueError) as exc:
+            raise AuthFailed(spec.name, f"cannot prepare connection: {exc}") from exc
+    hops = parse_jump(jump, spec.name) if jump else []
+    tunnel: asyncssh.SSHClientConnection | None = None
+    try:
+        for hop in hops:
+            try:
+                hop_conn = await _connect_hop(hop, options, tunnel)
+            except HostError as exc:
+                # Reported against the target host: that is the host the caller asked for.
+                raise type(exc)(spec.name, f"jump host {hop.name}: {exc.detail}") from exc
+            hop_conn.set_tunnel(tunnel)  # closing a hop closes the hops under it
+            tunnel = hop_conn
+        conn = await _connect_hop(replace(spec, proxy_jump=None), options, tunnel)
+    except BaseException:
+        if tunnel is not None:
+            tunnel.close()
+        raise
+    conn.set_tunnel(tunnel)
+    return conn
+
+
+async def connect(spec: HostSpec, options: SshOptions) -> asyncssh.SSHClientConnection:
+    """An authenticated SSH connection to `spec`, or a HostError saying why not.
+
+    Raises HostUnreachable, AuthFailed or HostKeyRejected (chained to the original error),
+    always with host=spec.name. Each hop (jump hosts, then the host) is bounded by
+    connect_timeout + login_timeout (+1 s guard).
+    """
+    return await _connect_chain(spec, options)
+
+
+async def fetch_host_public_key(spec: HostSpec, options: SshOptions) -> asyncssh.SSHKey:
+    """The host key `spec` presents (no authentication, nothing trusted or pinned)."""
+    policy = await asyncio.to_thread(HostKeyPolicy, spec.name, spec.address, spec.port, options)
+    tunnel: asyncssh.SSHClientConnection | None = None
+    try:
+        if spec.proxy_jump:
+            tunnel = await _connect_chain_to_jump(spec, options)
+        key = await asyncio.wait_for(
+            asyncssh.get_server_host_key(
+                spec.address,
+                spec.port,
+                tunnel=tunnel,
+                config=[str(path) for path in options.ssh_config_files],
+                kex_algs=options.kex_algs,
+                server_host_key_algs=policy.server_host_key_algs(),
+            ),
+            options.handshake_deadline,
+        )
+    except HostError:
+        raise
+    except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
+        raise translate_error(spec, exc, options, None) from exc
+    finally:
+        if tunnel is not None:
+            tunnel.close()
+    if key is None:
+        raise HostKeyRejected(spec.name, f"{_where(spec)} presented no host key")
+    return key
+
+
+async def _connect_chain_to_jump(
+    spec: HostSpec, options: SshOptions
+) -> asyncssh.SSHClientConnection:
+    """A connection to the last jump host of `spec` (which must have proxy_jump)."""
+    assert spec.proxy_jump is not None
+    hops = parse_jump(spec.proxy_jump, spec.name)
+    last = hops[-1]
+    earlier = ",".join(host_text(hop) for hop in hops[:-1]) or None
+    try:
+        return await connect(replace(last, proxy_jump=earlier), options)
+    except HostError as exc:
+        raise type(exc)(spec.name, f"jump host {last.name}: {exc.detail}") from exc
+
+
+def host_text(spec: HostSpec) -> str:
+    """`[user@]host:port` for a ProxyJump value."""
+    return host_text_of(spec.user, spec.address, spec.port)
+
+
+def host_text_of(user: str | None, address: str, port: int) -> str:
+    """`[user@]host:port`, IPv6 addresses bracketed."""
+    host = f"[{address}]" if ":" in address else address
+    return f"{user + '@' if user else ''}{host}:{port}"
+
+
+async def fetch_host_key(spec: HostSpec, options: SshOptions) -> tuple[str, str]:
+    """(key type, SHA256 fingerprint) of the host key `spec` presents, for adopting a host."""
+    key = await fetch_host_public_key(spec, options)
+    return key_type_name(key), key_fingerprint(key)

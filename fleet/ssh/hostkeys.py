@@ -1,0 +1,351 @@
+"""Host-key policy: verify against known_hosts files and fleet's pinned file, pin on request.
+
+Files are in OpenSSH known_hosts format. A host is looked up as `addr` when its port is 22 and
+as `[addr]:port` otherwise (OpenSSH's rule: a plain entry does not match another port). Plain
+and hashed (`|1|salt|hash`) host fields and `!negated`, `*`, `?` patterns are understood;
+`@revoked` lines reject a key; `@cert-authority` lines are ignored (host certificates are not
+supported, so such hosts are "unknown"). fleet writes its pinned entries unhashed, so the
+operator can read and prune the file; addresses in an inventory are not secret.
+
+Decision for a presented key:
+  revoked anywhere                         -> refused
+  equal to an entry for this host          -> accepted
+  host has entries, none equal             -> CHANGED: refused, even with accept_new
+  host has no entries, accept_new          -> pinned (appended, 0600) and accepted
+  host has no entries                      -> refused with the fingerprint and what to do
+A malformed line whose host field matches counts as an entry that matches no key, so a damaged
+file can never turn a changed key into a silently pinned one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import os
+import re
+import struct
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncssh
+from asyncssh.public_key import decode_ssh_public_key, get_default_public_key_algs
+
+from fleet.ssh.options import SshOptions
+
+ACCEPT_NEW_HINT = "--accept-new"
+
+# For a host with no known key, prefer the key OpenSSH would show (asyncssh lists RSA first),
+# so the fingerprint an operator verifies matches `ssh-keygen -lf ssh_host_ed25519_key.pub`.
+_PREFERRED_HOST_KEY_ALGS = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+)
+
+
+@dataclass(frozen=True)
+class KnownHostsEntry:
+    """One host-key line of a known_hosts file; `key_blob` is None when the line is malformed."""
+
+    path: Path
+    line: int
+    marker: str | None  # None, "revoked" or "cert-authority"
+    hosts: str
+    key_type: str
+    key_blob: bytes | None
+
+    @property
+    def where(self) -> str:
+        """FILE:LINE of this entry."""
+        return f"{self.path}:{self.line}"
+
+
+def host_field(address: str, port: int) -> str:
+    """How a host is named in a known_hosts file: `addr` for port 22, else `[addr]:port`."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def blob_fingerprint(blob: bytes) -> str:
+    """OpenSSH SHA256 fingerprint of a public key blob."""
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
+    return f"SHA256:{digest}"
+
+
+def key_fingerprint(key: asyncssh.SSHKey) -> str:
+    """OpenSSH SHA256 fingerprint of a key."""
+    return blob_fingerprint(key.public_data)
+
+
+def key_type_name(key: asyncssh.SSHKey) -> str:
+    """The key's type as written in known_hosts, e.g. `ssh-ed25519`."""
+    return key.get_algorithm()
+
+
+def _blob_type(blob: bytes) -> str | None:
+    """The key type named inside a public key blob, or None if the blob is not well formed."""
+    if len(blob) < 4:
+        return None
+    (length,) = struct.unpack(">I", blob[:4])
+    if length == 0 or 4 + length > len(blob):
+        return None
+    try:
+        return blob[4 : 4 + length].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """An OpenSSH wildcard (`*`, `?`; everything else literal) as an anchored regex."""
+    parts = (".*" if char == "*" else "." if char == "?" else re.escape(char) for char in pattern)
+    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+
+
+def _hashed_matches(field: str, name: str) -> bool:
+    """Whether a hashed host field `|1|salt|hash` stands for `name`."""
+    parts = field.split("|")
+    if len(parts) != 4 or parts[1] != "1":
+        return False
+    try:
+        salt = base64.b64decode(parts[2], validate=True)
+        expected = base64.b64decode(parts[3], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    actual = hmac.new(salt, name.encode("utf-8"), hashlib.sha1).digest()
+    return hmac.compare_digest(actual, expected)
+
+
+def hosts_match(hosts: str, name: str) -> bool:
+    """Whether a known_hosts host field (patterns or one hashed name) matches `name`."""
+    if hosts.startswith("|"):
+        return _hashed_matches(hosts, name.lower())
+    matched = False
+    for raw in hosts.split(","):
+        negated = raw.startswith("!")
+        pattern = raw[1:] if negated else raw
+        if pattern and _pattern_regex(pattern).fullmatch(name):
+            if negated:
+                return False
+            matched = True
+    return matched
+
+
+def _parse_line(path: Path, number: int, text: str) -> KnownHostsEntry | None:
+    """One known_hosts line as an entry; None for blank lines and comments."""
+    stripped = text.strip()
+    if not stripped or stripped.startswith("#"):
+        return None
+    fields = stripped.split()
+    marker: str | None = None
+    if fields[0].startswith("@"):
+        marker = fields[0][1:]
+        fields = fields[1:]
+    hosts = fields[0] if fields else ""
+    if len(fields) < 3:
+        return KnownHostsEntry(path, number, marker, hosts, "", None)
+    key_type = fields[1]
+    try:
+        blob: bytes | None = base64.b64decode(fields[2], validate=True)
+    except (binascii.Error, ValueError):
+        blob = None
+    if blob is not None and _blob_type(blob) != key_type:
+        blob = None
+    return KnownHostsEntry(path, number, marker, hosts, key_type, blob)
+
+
+def read_known_hosts(path: Path) -> list[KnownHostsEntry]:
+    """Every host-key line of a known_hosts file; a missing file has none."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    entries = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        entry = _parse_line(path, number, line)
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def _describe(entry: KnownHostsEntry) -> str:
+    if entry.key_blob is None:
+        return f"{entry.where} (malformed line)"
+    return f"{entry.where} ({entry.key_type} {blob_fingerprint(entry.key_blob)})"
+
+
+class HostKeyPolicy:
+    """The host-key decision for one host (address, port), made from files read once."""
+
+    def __init__(self, name: str, address: str, port: int, options: SshOptions) -> None:
+        self.name = name
+        self.address = address
+        self.port = port
+        self.options = options
+        self.lookup_name = host_field(address, port)
+        self.entries: list[KnownHostsEntry] = []
+        # A file that exists but cannot be read might vouch against this key: refuse then.
+        self.unreadable: list[str] = []
+        for path in [*options.known_hosts_files, options.pinned_hosts_file]:
+            try:
+                found = read_known_hosts(path)
+            except OSError as exc:
+                self.unreadable.append(f"{path}: {exc.strerror or exc}")
+                continue
+            self.entries.extend(
+                entry
+                for entry in found
+                if entry.marker != "cert-authority" and hosts_match(entry.hosts, self.lookup_name)
+            )
+        self.rejection: str | None = None
+        self.pinned_line: int | None = None
+
+    @property
+    def trusted(self) -> list[KnownHostsEntry]:
+        """Entries that vouch for a key of this host (malformed ones included: they block pins)."""
+        return [entry for entry in self.entries if entry.marker is None]
+
+    def server_host_key_algs(self) -> list[str]:
+        """Signature algorithms to offer: types already known for this host first, then defaults."""
+        algs: list[str] = []
+        for entry in self.trusted:
+            if entry.key_blob is None:
+                continue
+            try:
+                key = decode_ssh_public_key(entry.key_blob)
+            except (asyncssh.KeyImportError, ValueError):
+                continue
+            algs.extend(alg.decode("ascii") for alg in key.sig_algorithms)
+        available = [alg.decode("ascii") for alg in get_default_public_key_algs()]
+        algs.extend(alg for alg in _PREFERRED_HOST_KEY_ALGS if alg in available)
+        algs.extend(available)
+        return list(dict.fromkeys(algs))
+
+    def check(self, key: asyncssh.SSHKey) -> bool:
+        """Accept or refuse `key`; on refusal `rejection` holds the message for the operator."""
+        blob = key.public_data
+        offered = f"{key_type_name(key)} {key_fingerprint(key)}"
+        who = f"{self.name} ({self.lookup_name})"
+        if self.unreadable:
+            self.rejection = f"cannot verify host key {offered} of {who}: cannot read " + "; ".join(
+                self.unreadable
+            )
+            return False
+        for entry in self.entries:
+            if entry.marker == "revoked" and entry.key_blob == blob:
+                self.rejection = f"host key {offered} of {who} is REVOKED at {entry.where}"
+                return False
+        trusted = self.trusted
+        if any(entry.key_blob == blob for entry in trusted):
+            return True
+        if trusted:
+            self.rejection = self._changed_message(who, offered, trusted)
+            return False
+        if not self.options.accept_new:
+            self.rejection = (
+                f"unknown host key for {who}: {offered}. Verify the fingerprint, then re-run "
+                f"with {ACCEPT_NEW_HINT} to pin it (in {self.options.pinned_hosts_file}), "
+                f"or add it to ~/.ssh/known_hosts"
+            )
+            return False
+        try:
+            conflict, line = pin_host_key(
+                self.options.pinned_hosts_file, self.address, self.port, key
+            )
+        except OSError as exc:
+            self.rejection = (
+                f"cannot pin host key {offered} of {who} in {self.options.pinned_hosts_file}: "
+                f"{exc.strerror or exc}"
+            )
+            return False
+        if conflict is not None:
+            self.rejection = self._changed_message(who, offered, [conflict])
+            return False
+        self.pinned_line = line
+        return True
+
+    def _changed_message(self, who: str, offered: str, old: list[KnownHostsEntry]) -> str:
+        same_type = [entry for entry in old if entry.key_type == offered.split()[0]]
+        shown = same_type or old
+        listed = "; ".join(_describe(entry) for entry in shown)
+        first = shown[0]
+        return (
+            f"HOST KEY CHANGED for {who}: the host now offers {offered}, but {listed} "
+            f"records a different key for it. This may be a man-in-the-middle attack, or the "
+            f"host was reinstalled. fleet refuses it (even with {ACCEPT_NEW_HINT}). If the change "
+            f"is expected, verify the new fingerprint, delete line {first.line} of {first.path}, "
+            f"then re-run with {ACCEPT_NEW_HINT}"
+        )
+
+
+def _ensure_private_dir(directory: Path) -> None:
+    if not directory.exists():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+
+
+def pin_host_key(
+    path: Path, address: str, port: int, key: asyncssh.SSHKey
+) -> tuple[KnownHostsEntry | None, int | None]:
+    """Append `key` for (address, port) to the pinned file (0600, directory 0700), under a lock.
+
+    Returns (conflicting entry, None) when the file already holds another key for this host
+    (another fleet process pinned first), else (None, line number of the entry).
+    """
+    _ensure_private_dir(path.parent)
+    name = host_field(address, port)
+    blob = key.public_data
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        entries = [
+            entry
+            for entry in read_known_hosts(path)
+            if entry.marker is None and hosts_match(entry.hosts, name)
+        ]
+        for entry in entries:
+            if entry.key_blob == blob:
+                return None, entry.line
+        if entries:
+            return entries[0], None
+        with open(path, "rb") as existing:
+            content = existing.read()
+        prefix = b"\n" if content and not content.endswith(b"\n") else b""
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        encoded = base64.b64encode(blob).decode("ascii")
+        line = f"{name} {key_type_name(key)} {encoded} fleet-pinned-{stamp}\n"
+        os.write(fd, prefix + line.encode("ascii"))
+        os.fsync(fd)
+        return None, content.count(b"\n") + (1 if prefix else 0) + 1
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+class PolicyClient(asyncssh.SSHClient):
+    """asyncssh client whose host-key check is a HostKeyPolicy."""
+
+    def __init__(self, policy: HostKeyPolicy) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        return self.policy.check(key)
+
+
+def no_known_hosts(_host: str, _addr: str, _port: int | None) -> tuple[list[str], ...]:
+    """known_hosts callback trusting nothing, so asyncssh asks PolicyClient about every key.
+
+    (known_hosts=None would disable the check altogether instead.)
+    """
+    return ([], [], [])
