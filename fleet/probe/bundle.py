@@ -1,0 +1,122 @@
+"""Builds the self-contained probe program (pynvml + remote.py) and the command that runs it."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import shlex
+import zlib
+from pathlib import Path
+
+from fleet.errors import FleetError
+
+DEFAULT_TASKS_DIR = "~/.fleet/tasks"
+REMOTE_SOURCE_PATH = Path(__file__).with_name("remote.py")
+PYTHON_TOO_OLD_EXIT = 97  # the bootstrap's exit status on a Python older than 3.6
+
+# Runs on the host as `python3 -c BOOTSTRAP`: reads one length-prefixed zlib payload from stdin
+# and executes it. Reading exactly that many bytes (instead of `python3 -` reading to end of
+# file) leaves stdin open, so a streaming probe notices a closed SSH channel as end of file.
+BOOTSTRAP = (
+    "import sys,zlib;"
+    "sys.version_info<(3,6)and("
+    'sys.stderr.write("fleet-probe: needs python>=3.6, this is %s\\n"%sys.version.split()[0]),'
+    f"sys.exit({PYTHON_TOO_OLD_EXIT}));"
+    "r=sys.stdin.buffer;n=int(r.readline());"
+    'exec(compile(zlib.decompress(r.read(n)),"<fleet-probe>","exec"))'
+)
+
+# The payload: loads the probe, installs the shipped pynvml as a module, runs the probe's main().
+_PAYLOAD_TEMPLATE = """\
+import sys, types
+
+def _fleet_install(name, source):
+    module = types.ModuleType(name)
+    module.__file__ = "<fleet-probe>/" + name + ".py"
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+_fleet_probe = _fleet_install("fleet_probe_remote", {remote})
+_fleet_cpu_before = _fleet_probe.cpu_mark()  # CPU busy is measured across pynvml's compile
+_fleet_install("pynvml", {pynvml})
+sys.exit(_fleet_probe.main({args}, _fleet_cpu_before))
+"""
+
+
+class BundleError(FleetError):
+    """The probe program could not be built (pynvml missing on the controller, bad arguments)."""
+
+
+def pynvml_source_path() -> Path:
+    """Where the controller's installed nvidia-ml-py keeps pynvml.py (found, not imported)."""
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise BundleError("nvidia-ml-py (module pynvml) is not installed on the controller")
+    return Path(spec.origin)
+
+
+@functools.lru_cache(maxsize=1)
+def _sources() -> tuple[str, str]:
+    return (
+        pynvml_source_path().read_text(encoding="utf-8"),
+        REMOTE_SOURCE_PATH.read_text(encoding="utf-8"),
+    )
+
+
+def probe_arguments(
+    mode: str, interval: float | None, tasks_dir: str, max_samples: int | None = None
+) -> list[str]:
+    """The remote probe's command line arguments for a mode ("once" or "stream")."""
+    if mode == "once":
+        if interval is not None:
+            raise BundleError("probe mode 'once' takes no interval")
+        arguments = ["--once"]
+    elif mode == "stream":
+        if interval is None or not interval > 0:
+            raise BundleError(f"probe mode 'stream' needs an interval > 0, got {interval!r}")
+        arguments = ["--interval", repr(float(interval))]
+    else:
+        raise BundleError(f"unknown probe mode {mode!r} (expected 'once' or 'stream')")
+    if max_samples is not None:
+        if max_samples < 1:
+            raise BundleError(f"max_samples must be >= 1, got {max_samples}")
+        arguments += ["--max-samples", str(max_samples)]
+    return [*arguments, "--tasks-dir", tasks_dir]
+
+
+def payload_source(arguments: list[str]) -> str:
+    """The Python source the bootstrap executes (uncompressed), for the given probe arguments."""
+    pynvml_source, remote_source = _sources()
+    return _PAYLOAD_TEMPLATE.format(
+        pynvml=repr(pynvml_source), remote=repr(remote_source), args=json.dumps(arguments)
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def probe_program(
+    mode: str,
+    interval: float | None,
+    tasks_dir: str = DEFAULT_TASKS_DIR,
+    max_samples: int | None = None,
+) -> bytes:
+    """The bytes to write to the stdin of probe_command(): a length line, then zlib payload."""
+    source = payload_source(probe_arguments(mode, interval, tasks_dir, max_samples))
+    compressed = zlib.compress(source.encode("utf-8"), 9)
+    return b"%d\n" % len(compressed) + compressed
+
+
+def probe_command(python: str = "python3") -> str:
+    """The shell command line that runs the probe program fed on its stdin."""
+    return f"exec {shlex.quote(python)} -c {shlex.quote(BOOTSTRAP)}"
+
+
+def program_digest() -> str:
+    """A short content hash of what the probe ships (pynvml + remote.py), for logs and caches."""
+    pynvml_source, remote_source = _sources()
+    digest = hashlib.sha256()
+    for source in (pynvml_source, remote_source):
+        digest.update(source.encode("utf-8"))
+    return digest.hexdigest()[:16]
