@@ -1,0 +1,43 @@
+"""`fleet inventory check`: validate an inventory file and show the hosts it defines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fleet.cli.context import echo_json, global_options
+
+
+@click.group()
+def inventory() -> None:
+    """Inspect inventory files."""
+
+
+@inventory.command("check")
+@click.argument("path", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.pass_context
+def inventory_check(ctx: click.Context, path: Path | None) -> int:
+    """Validate an inventory (fleet or Ansible YAML) and list its hosts.
+
+    Errors name the file and line and exit with code 2.
+
+    \b
+    Examples:
+      fleet inventory check inventory.yaml
+      fleet --json inventory check ~/ansible/hosts.yaml
+    """
+    from fleet.cli.hosts_cmd import host_rows, render_hosts
+    from fleet.inventory import load_inventory
+
+    options = global_options(ctx)
+    loaded = load_inventory(path or options.inventory_path)
+    source = str(loaded.path) if loaded.path else "(no inventory file: the local machine only)"
+    if options.as_json:
+        echo_json({"path": str(loaded.path) if loaded.path else None,
+                   "hosts": host_rows(loaded.hosts),
+                   "groups": {name: list(members) for name, members in loaded.groups.items()}})
+    else:
+        click.echo(render_hosts(loaded.hosts))
+        click.echo(f"{source}: OK, {len(loaded.hosts)} hosts, {len(loaded.groups)} groups")
+    return 0

@@ -1,0 +1,87 @@
+"""The `fleet` command: global options, subcommand registry and error-to-exit-code mapping.
+
+Imports stay light (click only): `fleet --help` must start fast; no command imports textual.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from fleet import __version__
+from fleet.cli.context import GlobalOptions
+from fleet.cli.history_cmd import history
+from fleet.cli.hosts_cmd import hosts
+from fleet.cli.inventory_cmd import inventory
+from fleet.cli.status_cmd import status
+from fleet.errors import FleetError
+
+EXIT_INTERRUPTED = 130
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--db",
+    "db_url",
+    envvar="FLEET_DB",
+    metavar="URL",
+    help="Database: a SQLAlchemy URL or a SQLite file path "
+    "[env FLEET_DB; default ~/.local/share/fleet/fleet.db].",
+)
+@click.option(
+    "--inventory",
+    "-i",
+    "inventory_path",
+    envvar="FLEET_INVENTORY",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Inventory YAML (fleet or Ansible format) [env FLEET_INVENTORY; default "
+    "./inventory.yaml, then ~/.config/fleet/inventory.yaml, else the local machine only].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print data as JSON on stdout.")
+@click.version_option(__version__, "--version", "-V", prog_name="fleet")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_json: bool) -> None:
+    """See every GPU of a fleet, find the free ones, and keep their history.
+
+    \b
+    Examples:
+      fleet status                         probe every host in the inventory
+      fleet --json status --hosts 'gpu*'   machine-readable, a subset of hosts
+      fleet history gpus --since 2h --bucket 5m
+    """
+    ctx.obj = GlobalOptions(db_url=db_url, inventory_path=inventory_path, as_json=as_json)
+
+
+cli.add_command(inventory)
+cli.add_command(hosts)
+cli.add_command(status)
+cli.add_command(history)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; FleetErrors become a message on stderr and their documented exit code."""
+    try:
+        result = cli.main(args=argv, prog_name="fleet", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return int(exc.exit_code)
+    except click.Abort:
+        click.echo("fleet: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except FleetError as exc:
+        click.echo(f"fleet: error: {exc}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("fleet: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Probe many hosts concurrently; each host's outcome is data (a HostStatus), never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fleet.errors import HostError, HostUnreachable
+from fleet.model import HostSpec, ProbeReport
+from fleet.ssh.options import SshOptions
+
+# How many hosts are handshaking at once; SSH handshakes are CPU-bound on the controller.
+DEFAULT_FANOUT = 128
+OUTER_DEADLINE_GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """One host's probe outcome: state "up" with a report, or a failure state with the reason."""
+
+    spec: HostSpec
+    state: str
+    reason: str | None
+    report: ProbeReport | None
+    elapsed_s: float
+    finished_at: float
+
+    @property
+    def is_up(self) -> bool:
+        """True when the host answered and its probe output was usable."""
+        return self.state == "up"
+
+
+ProgressCallback = Callable[[HostStatus, int, int], None]
+
+
+async def probe_host(
+    spec: HostSpec, options: SshOptions, *, timeout: float, tasks_dir: str | None = None
+) -> HostStatus:
+    """Connect to (or run locally on) one host and probe it once, within `timeout` seconds."""
+    from fleet.probe.runner import probe_local, probe_ssh
+    from fleet.ssh.connect import connect
+
+    started = time.monotonic()
+
+    def finish(state: str, reason: str | None, report: ProbeReport | None) -> HostStatus:
+        return HostStatus(
+            spec, state, reason, report, time.monotonic() - started, time.time()
+        )
+
+    deadline = started + timeout
+    try:
+        # The inner calls get the remaining time and report precisely (stderr tail, which
+        # phase); the outer deadline, slightly later, is only the backstop.
+        async with asyncio.timeout(timeout + OUTER_DEADLINE_GRACE_S):
+            if spec.connection == "local":
+                report = await probe_local(spec, timeout=timeout, tasks_dir=tasks_dir)
+            else:
+                conn = await connect(spec, options)
+                try:
+                    remaining = max(deadline - time.monotonic(), 0.1)
+                    report = await probe_ssh(conn, spec, timeout=remaining, tasks_dir=tasks_dir)
+                finally:
+                    conn.close()
+    except HostError as exc:
+        return finish(exc.state, exc.detail, None)
+    except TimeoutError:
+        error = HostUnreachable(spec.name, f"no answer within {timeout:g}s")
+        return finish(error.state, error.detail, None)
+    return finish("up", None, report)
+
+
+async def probe_hosts(
+    specs: Sequence[HostSpec],
+    options: SshOptions,
+    *,
+    timeout: float,
+    fanout: int = DEFAULT_FANOUT,
+    progress: ProgressCallback | None = None,
+) -> list[HostStatus]:
+    """Probe every host concurrently (at most `fanout` at once); results in `specs` order."""
+    limit = asyncio.Semaphore(max(fanout, 1))
+    done = 0
+
+    async def one(spec: HostSpec) -> HostStatus:
+        nonlocal done
+        async with limit:
+            status = await probe_host(spec, options, timeout=timeout)
+        done += 1
+        if progress is not None:
+            progress(status, done, len(specs))
+        return status
+
+    tasks = [asyncio.create_task(one(spec), name=f"probe {spec.name}") for spec in specs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()

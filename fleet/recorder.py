@@ -1,0 +1,120 @@
+"""Writing probe outcomes to the database: host state and facts, GPU facts, samples, events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+from db.events import add_event
+from db.gpus import set_gpu_state, upsert_gpus
+from db.hosts import sync_hosts, update_host_probe_facts, update_host_state
+from db.samples import record_samples
+from db.types import (
+    GpuFacts,
+    GpuSampleIn,
+    HostFacts,
+    HostProbeFacts,
+    HostSampleIn,
+    HostSource,
+    HostState,
+)
+from fleet.fanout import HostStatus
+from fleet.model import GpuReport, HostSpec, ProbeReport
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+
+def host_facts(spec: HostSpec, source: HostSource = "inventory") -> HostFacts:
+    """The database's view of an inventory host."""
+    return HostFacts(
+        name=spec.name, address=spec.address, port=spec.port, user=spec.user,
+        connection=spec.connection, source=source, groups=spec.groups, labels=spec.labels,
+    )
+
+
+def record_statuses(session: Session, statuses: Sequence[HostStatus], now: float | None = None
+                    ) -> None:
+    """Store one fan-out's outcome in one transaction (committed by record_samples)."""
+    moment = int(now if now is not None else time.time())
+    host_ids = sync_hosts(session, [host_facts(s.spec) for s in statuses], moment)
+    host_samples: list[HostSampleIn] = []
+    gpu_samples: list[GpuSampleIn] = []
+    for status in statuses:
+        host_id = host_ids[status.spec.name]
+        previous = update_host_state(session, host_id, cast(HostState, status.state),
+                                     status.reason, moment)
+        if previous not in ("unknown", status.state):
+            add_event(session, ts=moment, kind="host_state", host_id=host_id,
+                      severity="info" if status.is_up else "warning",
+                      message=f"{status.spec.name}: {previous} -> {status.state}"
+                      + (f" ({status.reason})" if status.reason else ""),
+                      data={"from": previous, "to": status.state})
+        if status.report is not None:
+            host_sample, samples = _record_report(session, host_id, status.spec.name,
+                                                  status.report, moment)
+            host_samples.append(host_sample)
+            gpu_samples.extend(samples)
+    record_samples(session, host_samples, gpu_samples)
+
+
+def _record_report(session: Session, host_id: int, host_name: str, report: ProbeReport,
+                   now: int) -> tuple[HostSampleIn, list[GpuSampleIn]]:
+    host = report.host
+    changed = update_host_probe_facts(session, host_id, HostProbeFacts(
+        hostname=host.hostname, kernel=host.kernel, driver_version=host.driver_version,
+        cuda_driver_version=host.cuda_driver_version, cpu_count=host.cpu_count,
+        memory_total_bytes=host.memory_total_bytes, gpu_count=len(report.gpus),
+    ), now)
+    for field_name in ("gpu_count", "driver_version"):
+        if field_name in changed and changed[field_name][0] is not None:
+            old, new = changed[field_name]
+            add_event(session, ts=now, kind=f"{field_name}_changed", severity="warning",
+                      host_id=host_id, message=f"{host_name}: {field_name} {old} -> {new}",
+                      data={"from": old, "to": new})
+    upsert = upsert_gpus(session, host_id, [_gpu_facts(gpu) for gpu in report.gpus], now)
+    for change in upsert.changes:
+        if change.field != "added":
+            add_event(session, ts=now, kind="gpu_changed", severity="warning", host_id=host_id,
+                      gpu_id=upsert.ids.get(change.idx),
+                      message=f"{host_name} GPU {change.idx}: {change.field} "
+                      f"{change.old} -> {change.new}",
+                      data={"field": change.field, "from": change.old, "to": change.new})
+    ts_ms = int(report.timestamp * 1000)
+    samples = []
+    for gpu in report.gpus:
+        gpu_id = upsert.ids[gpu.index]
+        if gpu.lost:
+            previous = set_gpu_state(session, gpu_id, "lost")
+            if previous != "lost":
+                add_event(session, ts=now, kind="gpu_lost", severity="error", host_id=host_id,
+                          gpu_id=gpu_id, message=f"{host_name} GPU {gpu.index} lost: "
+                          f"{gpu.error or 'NVML reports the GPU is lost'}")
+        samples.append(_gpu_sample(gpu_id, ts_ms, gpu))
+    host_sample = HostSampleIn(
+        host_id=host_id, ts=ts_ms, load_1m=host.load_1m, load_5m=host.load_5m,
+        load_15m=host.load_15m, cpu_busy_pct=host.cpu_busy_pct,
+        memory_available_bytes=host.memory_available_bytes,
+        disk_root_free_bytes=host.disk_root_free_bytes,
+        disk_tasks_free_bytes=host.disk_tasks_free_bytes,
+        net_rx_bytes=host.net_rx_bytes, net_tx_bytes=host.net_tx_bytes,
+    )
+    return host_sample, samples
+
+
+def _gpu_facts(gpu: GpuReport) -> GpuFacts:
+    return GpuFacts(idx=gpu.index, uuid=gpu.uuid, name=gpu.name, pci_bus_id=gpu.pci_bus_id,
+                    memory_total_bytes=gpu.memory_total_bytes)
+
+
+def _gpu_sample(gpu_id: int, ts_ms: int, gpu: GpuReport) -> GpuSampleIn:
+    return GpuSampleIn(
+        gpu_id=gpu_id, ts=ts_ms, utilization_gpu_pct=gpu.utilization_gpu_pct,
+        utilization_memory_pct=gpu.utilization_memory_pct,
+        memory_used_bytes=gpu.memory_used_bytes, temperature_c=gpu.temperature_c,
+        power_draw_w=gpu.power_draw_w, fan_speed_pct=gpu.fan_speed_pct,
+        performance_state=gpu.performance_state, clock_sm_mhz=gpu.clock_sm_mhz,
+        clock_mem_mhz=gpu.clock_mem_mhz, ecc_errors_uncorrected=gpu.ecc_errors_uncorrected,
+        process_count=len(gpu.processes), lost=gpu.lost,
+    )

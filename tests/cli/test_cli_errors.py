@@ -1,0 +1,56 @@
+"""CLI input errors: clear messages on stderr naming the file/line, documented exit codes."""
+
+from __future__ import annotations
+
+from tests.cli.conftest import FleetCli
+
+
+async def test_bad_inventory_names_file_and_line_and_exits_2(fleet_cli: FleetCli) -> None:
+    inventory = fleet_cli.home / "inventory.yaml"
+    inventory.write_text("hosts:\n  gpu01:\n    address: 10.0.0.1\n    prot: 22\n")
+
+    for args in (["status"], ["inventory", "check"], ["hosts"]):
+        result = await fleet_cli.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert f"{inventory}:4" in result.stderr
+        assert "port" in result.stderr  # the did-you-mean hint
+        assert result.stdout == ""
+
+
+async def test_bad_time_arguments_exit_2(fleet_cli: FleetCli) -> None:
+    bad_since = await fleet_cli.run("history", "gpus", "--since", "yesterday-ish")
+    reversed_range = await fleet_cli.run("history", "gpus", "--since", "1h", "--until", "2h")
+    bad_timeout = await fleet_cli.run("status", "--timeout", "fast")
+
+    assert bad_since.returncode == 2 and "--since" in bad_since.stderr
+    assert reversed_range.returncode == 2 and "before" in reversed_range.stderr
+    assert bad_timeout.returncode == 2 and "--timeout" in bad_timeout.stderr
+
+
+async def test_unknown_option_is_a_usage_error(fleet_cli: FleetCli) -> None:
+    result = await fleet_cli.run("status", "--frobnicate")
+    assert result.returncode == 2
+    assert "No such option" in result.stderr
+
+
+async def test_unwritable_database_is_a_storage_error(fleet_cli: FleetCli) -> None:
+    result = await fleet_cli.run("--db", "/proc/fleet/nope.db", "hosts")
+    assert result.returncode == 4
+    assert "/proc/fleet/nope.db" in result.stderr
+
+
+async def test_pattern_matching_no_host_exits_2(fleet_cli: FleetCli) -> None:
+    (fleet_cli.home / "inventory.yaml").write_text("hosts:\n  gpu01: {address: 10.9.9.9}\n")
+    result = await fleet_cli.run("status", "--hosts", "nothing*")
+    assert result.returncode == 2
+    assert "nothing*" in result.stderr
+
+
+async def test_every_command_has_help_with_an_example(fleet_cli: FleetCli) -> None:
+    for args in (["--help"], ["status", "--help"], ["hosts", "--help"],
+                 ["inventory", "check", "--help"], ["history", "gpus", "--help"]):
+        result = await fleet_cli.run(*args)
+        assert result.returncode == 0, args
+        assert "fleet " in result.stdout.split("Example", 1)[-1], args
+    version = await fleet_cli.run("--version")
+    assert version.stdout.startswith("fleet, version ")
