@@ -1,0 +1,1 @@
+"""Feature parts of the public Fleet service API, one mixin per feature area."""

@@ -1,0 +1,68 @@
+"""The live view of the fleet that the monitor maintains and the CLI/TUI subscribe to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleet.model import GpuReport, HostSpec, ProbeReport
+
+
+@dataclass(frozen=True)
+class AllocationInfo:
+    """Who holds a GPU: a task (task_id) or an operator reservation."""
+
+    allocation_id: int
+    kind: str  # "task" | "reservation"
+    owner: str
+    task_id: int | None = None
+    task_name: str | None = None
+    expires_at: float | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """One GPU as last seen: its reading, health state, drain flag and holder."""
+
+    host: str
+    index: int
+    reading: GpuReport
+    state: str = "ok"  # ok | hot | failed | degraded | lost
+    drained: bool = False
+    drain_reason: str | None = None
+    allocation: AllocationInfo | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable identity for tables and selection: "HOST:IDX"."""
+        return f"{self.host}:{self.index}"
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    """One host as last seen. `report` is the last good probe, kept while the host is down."""
+
+    spec: HostSpec
+    state: str  # unknown | up | down | unreachable | auth_failed | host_key_rejected | probe_error
+    reason: str | None = None
+    report: ProbeReport | None = None
+    last_seen: float | None = None
+    drained: bool = False
+    drain_reason: str | None = None
+    gpus: tuple[GpuSnapshot, ...] = ()
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    """Every host at one moment; `changed` names the hosts that differ from the previous one."""
+
+    taken_at: float
+    hosts: tuple[HostSnapshot, ...]
+    changed: frozenset[str] = field(default_factory=frozenset)
+
+    def host(self, name: str) -> HostSnapshot | None:
+        """The snapshot of host `name`, or None."""
+        for host in self.hosts:
+            if host.spec.name == name:
+                return host
+        return None
