@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from fleet.api.discovery import DiscoveryAPI
 from fleet.api.dispatch import DispatchAPI
 from fleet.api.monitor import MonitorAPI
+from fleet.api.placement import PlacementAPI
 from fleet.errors import StorageError
 from fleet.fanout import DEFAULT_FANOUT, HostStatus, ProgressCallback, probe_hosts
 from fleet.inventory import Inventory, default_ssh_config_path, load_inventory, select_hosts
@@ -34,10 +35,10 @@ if TYPE_CHECKING:
     from db.types import GpuHistoryPoint, HostRow, LatestGpu
 
 
-class Fleet(MonitorAPI, DispatchAPI, DiscoveryAPI):
+class Fleet(MonitorAPI, PlacementAPI, DispatchAPI, DiscoveryAPI):
     """A session over one inventory and one database; create it with `fleet.open()`.
 
-    Feature operations (monitor, dispatch, discovery) come from the mixins in fleet/api/.
+    Feature operations (monitor, placement, dispatch, discovery) come from the mixins in fleet/api/.
     """
 
     def __init__(self, database: Database, inventory: Inventory, ssh_options: SshOptions) -> None:
