@@ -1,4 +1,4 @@
-"""The placement part (placement, claims, reservations) of the public `Fleet` service API (mixed into fleet.service.Fleet)."""
+"""The placement part of the public `Fleet` service API: placement, claims, reservations."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 class PlacementAPI:
-    """Placement and reservation operations of the Fleet service; state lives on the Fleet instance."""
+    """Placement and reservation operations of the Fleet service (state lives on Fleet)."""
 
     database: Database
     inventory: Inventory
