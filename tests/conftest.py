@@ -3,4 +3,6 @@
 pytest_plugins = [
     "tests.fixtures.simgpu",
     "tests.fixtures.sshserver",
+    "tests.fixtures.cluster",
+    "tests.fixtures.cli",
 ]
