@@ -41,7 +41,6 @@ async def probe_host(
 ) -> HostStatus:
     """Connect to (or run locally on) one host and probe it once, within `timeout` seconds."""
     from fleet.probe.runner import probe_local, probe_ssh
-    from fleet.ssh.connect import connect
 
     started = time.monotonic()
 
@@ -58,6 +57,8 @@ async def probe_host(
             if spec.connection == "local":
                 report = await probe_local(spec, timeout=timeout, tasks_dir=tasks_dir)
             else:
+                from fleet.ssh.connect import connect  # asyncssh: ~0.2 s, only for SSH hosts
+
                 conn = await connect(spec, options)
                 try:
                     remaining = max(deadline - time.monotonic(), 0.1)
