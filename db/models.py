@@ -210,6 +210,7 @@ class Task(Base):
     error: Mapped[str | None] = mapped_column(Text)
     gpu_seconds: Mapped[float | None] = mapped_column(Float)
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    checked_at: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Allocation(Base):

@@ -9,6 +9,7 @@
     │   ├── HostKeyRejected     unknown (without --accept-new) or changed host key
     │   └── ProbeError          the probe ran but its output was missing or malformed
     ├── DispatchError           a task could not be placed, started or followed
+    │   └── NoPlacement         no host has enough GPUs matching the request (exit code 7)
     └── AllocationConflict      a GPU is already actively allocated
 """
 
@@ -81,6 +82,16 @@ class DispatchError(FleetError):
     """A task could not be placed, started or followed."""
 
     exit_code = 5
+
+
+class NoPlacement(DispatchError):
+    """No host has enough free GPUs matching the request; `explanation` says why, per GPU."""
+
+    exit_code = 7
+
+    def __init__(self, message: str, *, explanation: str = "") -> None:
+        self.explanation = explanation
+        super().__init__(message)
 
 
 class AllocationConflict(FleetError):

@@ -19,6 +19,7 @@ from db.types import (
     HostSource,
     HostState,
 )
+from fleet.discovery import ADOPTED_SPEC_SOURCE
 from fleet.fanout import HostStatus
 from fleet.model import GpuReport, HostSpec, ProbeReport
 
@@ -26,8 +27,11 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
-def host_facts(spec: HostSpec, source: HostSource = "inventory") -> HostFacts:
-    """The database's view of an inventory host."""
+def host_facts(spec: HostSpec, source: HostSource | None = None) -> HostFacts:
+    """The database's view of a managed host (source: "adopted" for adopted hosts, else
+    "inventory", unless given)."""
+    if source is None:
+        source = "adopted" if spec.source == ADOPTED_SPEC_SOURCE else "inventory"
     return HostFacts(
         name=spec.name, address=spec.address, port=spec.port, user=spec.user,
         connection=spec.connection, source=source, groups=spec.groups, labels=spec.labels,
@@ -61,38 +65,65 @@ def record_statuses(session: Session, statuses: Sequence[HostStatus], now: float
 
 def _record_report(session: Session, host_id: int, host_name: str, report: ProbeReport,
                    now: int) -> tuple[HostSampleIn, list[GpuSampleIn]]:
-    host = report.host
-    changed = update_host_probe_facts(session, host_id, HostProbeFacts(
-        hostname=host.hostname, kernel=host.kernel, driver_version=host.driver_version,
-        cuda_driver_version=host.cuda_driver_version, cpu_count=host.cpu_count,
-        memory_total_bytes=host.memory_total_bytes, gpu_count=len(report.gpus),
-    ), now)
-    for field_name in ("gpu_count", "driver_version"):
-        if field_name in changed and changed[field_name][0] is not None:
-            old, new = changed[field_name]
-            add_event(session, ts=now, kind=f"{field_name}_changed", severity="warning",
-                      host_id=host_id, message=f"{host_name}: {field_name} {old} -> {new}",
-                      data={"from": old, "to": new})
-    upsert = upsert_gpus(session, host_id, [_gpu_facts(gpu) for gpu in report.gpus], now)
-    for change in upsert.changes:
-        if change.field != "added":
-            add_event(session, ts=now, kind="gpu_changed", severity="warning", host_id=host_id,
-                      gpu_id=upsert.ids.get(change.idx),
-                      message=f"{host_name} GPU {change.idx}: {change.field} "
-                      f"{change.old} -> {change.new}",
-                      data={"field": change.field, "from": change.old, "to": change.new})
+    gpu_ids = record_report_facts(session, host_id, host_name, report, now)
     ts_ms = int(report.timestamp * 1000)
     samples = []
     for gpu in report.gpus:
-        gpu_id = upsert.ids[gpu.index]
+        gpu_id = gpu_ids[gpu.index]
         if gpu.lost:
             previous = set_gpu_state(session, gpu_id, "lost")
             if previous != "lost":
                 add_event(session, ts=now, kind="gpu_lost", severity="error", host_id=host_id,
                           gpu_id=gpu_id, message=f"{host_name} GPU {gpu.index} lost: "
                           f"{gpu.error or 'NVML reports the GPU is lost'}")
-        samples.append(_gpu_sample(gpu_id, ts_ms, gpu))
-    host_sample = HostSampleIn(
+        samples.append(gpu_sample(gpu_id, ts_ms, gpu))
+    return host_sample(host_id, ts_ms, report), samples
+
+
+def host_probe_facts(report: ProbeReport) -> HostProbeFacts:
+    """The slow-changing host facts of a probe report (what the hosts table keeps)."""
+    host = report.host
+    return HostProbeFacts(
+        hostname=host.hostname, kernel=host.kernel, driver_version=host.driver_version,
+        cuda_driver_version=host.cuda_driver_version, cpu_count=host.cpu_count,
+        memory_total_bytes=host.memory_total_bytes, gpu_count=len(report.gpus),
+    )
+
+
+def gpu_facts(report: ProbeReport) -> tuple[GpuFacts, ...]:
+    """The slow-changing facts of every GPU in a probe report (what the gpus table keeps)."""
+    return tuple(_gpu_facts(gpu) for gpu in report.gpus)
+
+
+def record_report_facts(session: Session, host_id: int, host_name: str, report: ProbeReport,
+                        now: int, *, events: bool = True) -> dict[int, int]:
+    """Upsert a report's host and GPU facts; returns idx → gpu id.
+
+    With `events`, each changed fact also becomes an event row (the monitor passes False: its
+    health rules report fact changes themselves).
+    """
+    changed = update_host_probe_facts(session, host_id, host_probe_facts(report), now)
+    for field_name in ("gpu_count", "driver_version") if events else ():
+        if field_name in changed and changed[field_name][0] is not None:
+            old, new = changed[field_name]
+            add_event(session, ts=now, kind=f"{field_name}_changed", severity="warning",
+                      host_id=host_id, message=f"{host_name}: {field_name} {old} -> {new}",
+                      data={"from": old, "to": new})
+    upsert = upsert_gpus(session, host_id, list(gpu_facts(report)), now)
+    for change in upsert.changes if events else ():
+        if change.field != "added":
+            add_event(session, ts=now, kind="gpu_changed", severity="warning", host_id=host_id,
+                      gpu_id=upsert.ids.get(change.idx),
+                      message=f"{host_name} GPU {change.idx}: {change.field} "
+                      f"{change.old} -> {change.new}",
+                      data={"field": change.field, "from": change.old, "to": change.new})
+    return upsert.ids
+
+
+def host_sample(host_id: int, ts_ms: int, report: ProbeReport) -> HostSampleIn:
+    """The host_samples row of a probe report."""
+    host = report.host
+    return HostSampleIn(
         host_id=host_id, ts=ts_ms, load_1m=host.load_1m, load_5m=host.load_5m,
         load_15m=host.load_15m, cpu_busy_pct=host.cpu_busy_pct,
         memory_available_bytes=host.memory_available_bytes,
@@ -100,7 +131,6 @@ def _record_report(session: Session, host_id: int, host_name: str, report: Probe
         disk_tasks_free_bytes=host.disk_tasks_free_bytes,
         net_rx_bytes=host.net_rx_bytes, net_tx_bytes=host.net_tx_bytes,
     )
-    return host_sample, samples
 
 
 def _gpu_facts(gpu: GpuReport) -> GpuFacts:
@@ -108,7 +138,8 @@ def _gpu_facts(gpu: GpuReport) -> GpuFacts:
                     memory_total_bytes=gpu.memory_total_bytes)
 
 
-def _gpu_sample(gpu_id: int, ts_ms: int, gpu: GpuReport) -> GpuSampleIn:
+def gpu_sample(gpu_id: int, ts_ms: int, gpu: GpuReport) -> GpuSampleIn:
+    """The gpu_samples row of one GPU of a probe report."""
     return GpuSampleIn(
         gpu_id=gpu_id, ts=ts_ms, utilization_gpu_pct=gpu.utilization_gpu_pct,
         utilization_memory_pct=gpu.utilization_memory_pct,

@@ -47,8 +47,8 @@ class Fleet(MonitorAPI, PlacementAPI, DispatchAPI, DiscoveryAPI):
         self.ssh_options = ssh_options
 
     def hosts(self, pattern: str | None = None) -> tuple[HostSpec, ...]:
-        """The inventory's hosts, optionally filtered by a `--hosts` pattern."""
-        return select_hosts(self.inventory, pattern)
+        """The inventory's hosts plus adopted ones, optionally filtered by a `--hosts` pattern."""
+        return select_hosts(self.inventory_with_adopted(), pattern)
 
     async def status(
         self,
@@ -188,7 +188,10 @@ async def open(
     try:
         yield service
     finally:
-        service.close()
+        try:
+            await service.stop_monitor()
+        finally:
+            service.close()
 
 
 def now() -> float:

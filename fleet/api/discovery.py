@@ -1,13 +1,50 @@
-"""The discovery part of the public `Fleet` service API (mixed into fleet.service.Fleet)."""
+"""The discovery part of the public `Fleet` service API (mixed into fleet.service.Fleet).
+
+    async with fleet.open() as f:
+        found = await f.discover(timeout=3, interfaces=["eth1"])
+        for view in found.views:
+            print(view.name, view.endpoint, view.state, view.gpu_count)
+        await f.adopt("gpu7", accept_new=True)        # pins the key; `f.status()` now probes it
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from fleet.discovery import ADOPTED_SPEC_SOURCE
+from fleet.errors import ConfigError, StorageError
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from db.candidates import CandidateRow
     from db.engine import Database
+    from fleet.discovery.adopt import AdoptResult, AdoptTarget
+    from fleet.discovery.autoadopt import AutoAdoptPolicy, DiscoverySettings
+    from fleet.discovery.browse import DiscoveredService, DiscoveryEvent
+    from fleet.discovery.candidates import CandidateView, KnownHost
     from fleet.inventory import Inventory
+    from fleet.model import HostSpec
     from fleet.ssh.options import SshOptions
+
+T = TypeVar("T")
+ADOPTED_GROUP = "adopted"
+
+
+@dataclass(frozen=True)
+class DiscoveryOutcome:
+    """One `discover()`: the hosts listed, skipped records, auto-adoptions and their refusals."""
+
+    views: tuple[CandidateView, ...]
+    skipped: tuple[str, ...]
+    elapsed_s: float
+    adopted: tuple[AdoptResult, ...] = ()
+    refused: tuple[str, ...] = ()
 
 
 class DiscoveryAPI:
@@ -16,3 +53,288 @@ class DiscoveryAPI:
     database: Database
     inventory: Inventory
     ssh_options: SshOptions
+
+    # -- settings and the host list --------------------------------------------------------
+
+    def discovery_settings(self) -> DiscoverySettings:
+        """The inventory's `settings.discovery` section, validated."""
+        from fleet.discovery.autoadopt import discovery_settings
+
+        return discovery_settings(self.inventory)
+
+    def adopted_hosts(self) -> tuple[HostSpec, ...]:
+        """Hosts adopted into the database that the inventory does not list."""
+        from db.hosts import list_hosts
+        from fleet.model import HostSpec
+
+        rows = self._discovery_db("list adopted hosts", list_hosts)
+        in_inventory = {spec.key for spec in self.inventory.hosts}
+        names = {spec.name for spec in self.inventory.hosts}
+        return tuple(
+            HostSpec(name=row.name, address=row.address, port=row.port, user=row.user,
+                     source=ADOPTED_SPEC_SOURCE, groups=(ADOPTED_GROUP,),
+                     labels=(("fleet.source", "adopted"),))
+            for row in rows
+            if row.source == "adopted" and (row.address, row.port) not in in_inventory
+            and row.name not in names
+        )
+
+    def inventory_with_adopted(self) -> Inventory:
+        """The inventory plus adopted hosts (group `adopted`): what fleet manages."""
+        adopted = self.adopted_hosts()
+        if not adopted:
+            return self.inventory
+        groups = dict(self.inventory.groups)
+        groups[ADOPTED_GROUP] = tuple(
+            dict.fromkeys([*groups.get(ADOPTED_GROUP, ()), *(spec.name for spec in adopted)]))
+        return dataclasses.replace(self.inventory, hosts=(*self.inventory.hosts, *adopted),
+                                   groups=groups)
+
+    def known_endpoints(self) -> dict[tuple[str, int], KnownHost]:
+        """(address, port) → name and source of every host in the inventory or the database."""
+        from db.hosts import list_hosts
+        from fleet.discovery.candidates import KnownHost
+
+        known = {(row.address, row.port): KnownHost(row.name, row.source)
+                 for row in self._discovery_db("list hosts", list_hosts)}
+        for spec in self.inventory.hosts:
+            if spec.connection == "ssh":
+                known[spec.key] = KnownHost(spec.name, "inventory")
+        return known
+
+    # -- browsing --------------------------------------------------------------------------
+
+    async def discover(
+        self,
+        *,
+        timeout: float = 3.0,
+        interfaces: Sequence[str] | None = None,
+        session: str | None = None,
+        service_types: Sequence[str] | None = None,
+        auto_adopt: AutoAdoptPolicy | None = None,
+        record: bool = True,
+    ) -> DiscoveryOutcome:
+        """Browse once for `timeout` s, record candidates, list them merged with known hosts.
+
+        `interfaces`, `session` and `service_types` default to the inventory's
+        settings.discovery (interfaces: every interface). With `auto_adopt` (or
+        settings.discovery.auto_adopt), eligible new hosts are adopted, pinning their key.
+        """
+        from fleet.discovery.browse import browse_once, select_interfaces
+        from fleet.discovery.candidates import build_views, record_browse
+
+        settings = self.discovery_settings()
+        types = tuple(service_types or settings.service_types)
+        selection = select_interfaces(list(interfaces or settings.interfaces))
+        wanted_session = session if session is not None else settings.session
+        result = await browse_once(selection, timeout=timeout, service_types=types)
+        now = int(time.time())
+        rows: list[CandidateRow]
+        if record:
+            touched = await asyncio.to_thread(self._discovery_db, "record candidates",
+                                              lambda db: record_browse(db, result, types, now))
+            rows = await asyncio.to_thread(self._discovery_db, "list candidates",
+                                              _all_candidates)
+        else:
+            rows = [_transient_row(index, service, now, gone) for index, (service, gone) in
+                    enumerate([*((s, False) for s in result.services),
+                               *((s, True) for s in result.removed)])]
+            touched = {row.id for row in rows}
+        known = await asyncio.to_thread(self.known_endpoints)
+        views = [view for view in build_views(rows, known, session_name=wanted_session)
+                 if touched & set(view.candidate_ids)]
+        policy = auto_adopt or settings.auto_adopt
+        adopted: list[AdoptResult] = []
+        refused: list[str] = []
+        if policy is not None and record:
+            adopted, refused = await self._auto_adopt(policy, views)
+            if adopted:
+                known = await asyncio.to_thread(self.known_endpoints)
+                rows = await asyncio.to_thread(self._discovery_db, "list candidates",
+                                              _all_candidates)
+                views = [view for view in build_views(rows, known, session_name=wanted_session)
+                         if touched & set(view.candidate_ids)]
+        return DiscoveryOutcome(tuple(views), result.skipped, result.elapsed_s, tuple(adopted),
+                                tuple(refused))
+
+    async def discovered_hosts(self, *, session: str | None = None,
+                         include_gone: bool = True) -> list[CandidateView]:
+        """Every stored candidate host, merged with known hosts."""
+        from fleet.discovery.candidates import build_views
+
+        rows = await asyncio.to_thread(self._discovery_db, "list candidates",
+                                              _all_candidates)
+        known = await asyncio.to_thread(self.known_endpoints)
+        views = build_views(rows, known, session_name=session)
+        return [view for view in views if include_gone or view.state != "gone"]
+
+    async def watch_discovery(
+        self, *, interfaces: Sequence[str] | None = None,
+        service_types: Sequence[str] | None = None,
+    ) -> AsyncIterator[DiscoveryEvent]:
+        """Browse continuously, recording each change; yields events until the caller stops.
+
+        Goodbyes (`removed`) mark candidates gone at once; hosts that vanish without a goodbye
+        stay "seen" until the next one-shot browse or the monitor's SSH check notices.
+        """
+        from db.candidates import mark_gone, upsert_candidate
+        from fleet.discovery.browse import DiscoverySession, select_interfaces
+        from fleet.discovery.candidates import candidate_in
+
+        settings = self.discovery_settings()
+        queue: asyncio.Queue[DiscoveryEvent] = asyncio.Queue(maxsize=10_000)
+        selection = select_interfaces(list(interfaces or settings.interfaces))
+        types = tuple(service_types or settings.service_types)
+
+        def store(event: DiscoveryEvent, db: Session) -> None:
+            if event.service is None:
+                return
+            candidate_id = upsert_candidate(db, candidate_in(event.service), int(time.time()))
+            if event.kind == "removed":
+                mark_gone(db, [candidate_id])
+
+        async with DiscoverySession(selection, types, on_event=queue.put_nowait):
+            while True:
+                event = await queue.get()
+                await asyncio.to_thread(self._discovery_db, "record candidate",
+                                        lambda db, e=event: store(e, db))
+                yield event
+
+    # -- adoption --------------------------------------------------------------------------
+
+    async def adopt(self, target: str, *, accept_new: bool = False,
+                    inventory_append: bool = False, name: str | None = None,
+                    user: str | None = None, auto: bool = False) -> AdoptResult:
+        """Verify and pin the host key of a candidate (NAME or ADDR[:PORT]) and manage it.
+
+        Raises HostKeyRejected (unknown key without accept_new, changed, revoked, spoofed),
+        HostUnreachable, or ConfigError (unknown/ambiguous candidate, name taken).
+        """
+        from fleet.discovery.adopt import resolve_target
+
+        views = await self.discovered_hosts()
+        return await self._adopt_target(resolve_target(target, views, name=name),
+                                        accept_new=accept_new, inventory_append=inventory_append,
+                                        user=user, auto=auto)
+
+    async def _adopt_target(self, target: AdoptTarget, *, accept_new: bool,
+                            inventory_append: bool, user: str | None, auto: bool) -> AdoptResult:
+        from fleet.discovery.adopt import (
+            AdoptResult,
+            adopted_spec,
+            check_name_free,
+            verify_host_key,
+        )
+        from fleet.discovery.inventory_append import append_host
+
+        known = await asyncio.to_thread(self.known_endpoints)
+        existing = known.get((target.address, target.port))
+        spec = adopted_spec(target, user)
+        if existing is not None:
+            spec = dataclasses.replace(spec, name=existing.name)
+        same_name = [key for key, host in known.items()
+                     if host.name.casefold() == target.name.casefold()
+                     and key != (target.address, target.port)]
+        check = await verify_host_key(
+            spec, self.ssh_options, accept_new=accept_new, same_name_hosts=same_name,
+            before_pin=None if existing else lambda: check_name_free(target, known))
+        line: int | None = None
+        path = self.inventory.path
+        if inventory_append and existing is None:
+            if path is None:
+                raise ConfigError("--inventory-append: there is no inventory file; pass "
+                                  "--inventory FILE (an existing file)")
+            line = await asyncio.to_thread(append_host, path, name=spec.name,
+                                           address=spec.address, port=spec.port, user=user)
+        result = AdoptResult(spec.name, spec.address, spec.port, check.key_type,
+                             check.fingerprint, check.newly_pinned,
+                             existing.name if existing else None,
+                             path if line is not None else None, line, auto)
+        if existing is None or existing.source == "adopted":
+            await asyncio.to_thread(self._discovery_db, "store adopted host",
+                                    lambda db: _store_adoption(db, spec, target, result))
+        return result
+
+    async def _auto_adopt(self, policy: AutoAdoptPolicy, views: Sequence[CandidateView]) -> \
+            tuple[list[AdoptResult], list[str]]:
+        from fleet.discovery.adopt import AdoptTarget, host_name_for
+        from fleet.errors import HostError
+
+        adopted: list[AdoptResult] = []
+        refused: list[str] = []
+        for view in views:
+            if policy.refusal(view) is not None:
+                continue
+            target = AdoptTarget(host_name_for(view.name, view.address), view.address,
+                                 view.ssh_port, view.candidate_ids, view.session)
+            try:
+                adopted.append(await self._adopt_target(target, accept_new=True,
+                                                        inventory_append=False,
+                                                        user=policy.user, auto=True))
+            except (HostError, ConfigError) as exc:
+                message = f"{view.name} ({view.endpoint}): {exc}"
+                refused.append(message)
+                await asyncio.to_thread(self._discovery_db, "log refusal",
+                                        lambda db, m=message: _log_refusal(db, m))
+        return adopted, refused
+
+    def _discovery_db(self, action: str, work: Callable[[Session], T]) -> T:
+        """Run `work` in one database session; database failures become StorageError."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from db.errors import DatabaseError
+
+        try:
+            with self.database.session() as session:
+                return work(session)
+        except (SQLAlchemyError, DatabaseError) as exc:
+            raise StorageError(f"cannot {action} in {self.database.display_url}: {exc}") \
+                from exc
+
+
+def _all_candidates(session: Session) -> list[CandidateRow]:
+    from db.candidates import list_candidates
+
+    return list_candidates(session)
+
+
+def _transient_row(index: int, service: DiscoveredService, now: int, gone: bool) -> \
+        CandidateRow:
+    """A candidate row that is not stored (discover with record=False)."""
+    from db.candidates import CandidateRow
+    from fleet.discovery.candidates import candidate_in
+
+    seen = candidate_in(service)
+    return CandidateRow(-index - 1, seen.name, seen.address, seen.port, seen.service_type,
+                        seen.server, seen.ssh_port, seen.gpu_count, seen.gpu_model,
+                        seen.session, seen.summary, now, now, "gone" if gone else "seen")
+
+
+def _store_adoption(session: Session, spec: HostSpec, target: AdoptTarget,
+                    result: AdoptResult) -> None:
+    from db.candidates import candidates_at, set_candidate_state
+    from db.events import add_event
+    from db.hosts import sync_hosts
+    from db.types import HostFacts
+
+    now = int(time.time())
+    ids = sync_hosts(session, [HostFacts(name=spec.name, address=spec.address, port=spec.port,
+                                         user=spec.user, source="adopted",
+                                         labels=spec.labels)], now)
+    rows = candidates_at(session, spec.address, spec.port)
+    set_candidate_state(session, {row.id for row in rows} | set(target.candidate_ids),
+                        "adopted")
+    how = "auto-adopted (session policy)" if result.auto else "adopted"
+    add_event(session, ts=now, kind="host_adopted", severity="info", host_id=ids[spec.name],
+              message=f"{spec.name} ({spec.address}:{spec.port}) {how}; host key "
+                      f"{result.key_type} {result.fingerprint}"
+                      + (" pinned" if result.newly_pinned else " already trusted"),
+              data={"address": spec.address, "port": spec.port, "auto": result.auto,
+                    "fingerprint": result.fingerprint, "session": target.session})
+
+
+def _log_refusal(session: Session, message: str) -> None:
+    from db.events import add_event
+
+    add_event(session, ts=int(time.time()), kind="auto_adopt_refused", severity="warning",
+              message=message)

@@ -1,12 +1,25 @@
-"""The monitor part of the public `Fleet` service API (mixed into fleet.service.Fleet)."""
+"""The monitor part of the public `Fleet` service API (mixed into fleet.service.Fleet).
+
+    async with fleet.open() as f:
+        async for snapshot in f.watch("gpu*"):      # starts the monitor in-process if needed
+            for host in snapshot.hosts:
+                print(host.spec.name, host.state, [g.state for g in host.gpus])
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
+
+from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
     from db.engine import Database
     from fleet.inventory import Inventory
+    from fleet.monitor.config import Settings
+    from fleet.monitor.monitor import Monitor, SummaryCallback
+    from fleet.snapshot import FleetSnapshot
     from fleet.ssh.options import SshOptions
 
 
@@ -16,3 +29,94 @@ class MonitorAPI:
     database: Database
     inventory: Inventory
     ssh_options: SshOptions
+    _monitor: Monitor | None = None
+    _monitor_watchers: int = 0  # watch() calls holding a monitor that watch() started
+    _monitor_auto: bool = False
+
+    def monitor_settings(self) -> Settings:
+        """The effective settings: defaults, the config file, the inventory's `settings:`."""
+        from fleet.monitor.config import load_settings
+
+        return load_settings(self.inventory)
+
+    @property
+    def monitor(self) -> Monitor | None:
+        """The running in-process monitor, if any."""
+        return self._monitor
+
+    async def start_monitor(
+        self,
+        pattern: str | None = None,
+        *,
+        settings: Settings | None = None,
+        on_summary: SummaryCallback | None = None,
+    ) -> Monitor:
+        """Start monitoring the selected hosts in this process (returns the running Monitor).
+
+        ConfigError when a monitor is already running or no host matches `pattern`.
+        """
+        from fleet.inventory import select_hosts
+        from fleet.monitor.monitor import Monitor
+
+        if self._monitor is not None:
+            raise ConfigError("the monitor is already running in this process")
+        specs = select_hosts(self.inventory, pattern)
+        if not specs:
+            raise ConfigError(f"no host matches {pattern!r}")
+        monitor = Monitor(
+            specs,
+            self.database,
+            self.ssh_options,
+            settings or self.monitor_settings(),
+            on_summary=on_summary,
+        )
+        self._monitor = monitor
+        try:
+            await monitor.start()
+        except BaseException:
+            self._monitor = None
+            await monitor.stop()
+            raise
+        return monitor
+
+    async def stop_monitor(self) -> None:
+        """Stop the in-process monitor: probes exit, buffered samples are written."""
+        monitor, self._monitor = self._monitor, None
+        self._monitor_auto = False
+        self._monitor_watchers = 0
+        if monitor is not None:
+            await monitor.stop()
+
+    def snapshot(self) -> FleetSnapshot | None:
+        """The monitor's newest snapshot (None when no monitor runs or nothing is seen yet)."""
+        return self._monitor.snapshot() if self._monitor is not None else None
+
+    async def watch(self, pattern: str | None = None) -> AsyncGenerator[FleetSnapshot, None]:
+        """The newest snapshot, then every change (coalesced for slow readers).
+
+        Starts the monitor in this process if none runs; a monitor started this way stops when
+        the last watch() using it ends. `pattern` narrows the hosts shown (and monitored, when
+        this call starts the monitor).
+        """
+        from fleet.inventory import select_hosts
+
+        names = frozenset(spec.name for spec in select_hosts(self.inventory, pattern))
+        if self._monitor is None:
+            await self.start_monitor(pattern)
+            self._monitor_auto = True
+        monitor = self._monitor
+        assert monitor is not None
+        owned = self._monitor_auto
+        if owned:
+            self._monitor_watchers += 1
+        updates = monitor.subscribe(names if pattern else None)
+        try:
+            async for snapshot in updates:
+                yield snapshot
+        finally:
+            with contextlib.suppress(RuntimeError):
+                await updates.aclose()
+            if owned and self._monitor is monitor:
+                self._monitor_watchers -= 1
+                if self._monitor_watchers <= 0:
+                    await self.stop_monitor()

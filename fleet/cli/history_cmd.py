@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fleet.cli.context import echo_json, global_options
+from fleet.cli.history_hosts_cmd import history_hosts
 from fleet.cli.runner import run_async
 
 if TYPE_CHECKING:
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 @click.group()
 def history() -> None:
     """Query recorded history (samples are kept in the database)."""
+
+
+history.add_command(history_hosts)
 
 
 @history.command("gpus")

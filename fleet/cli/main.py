@@ -12,10 +12,20 @@ import click
 
 from fleet import __version__
 from fleet.cli.context import GlobalOptions
+from fleet.cli.db_cmd import db_group
+from fleet.cli.discover_cmd import adopt, announce, candidates, discover
+from fleet.cli.dispatch_cmd import dispatch
+from fleet.cli.drain_cmd import drain, undrain
+from fleet.cli.events_cmd import events
 from fleet.cli.history_cmd import history
 from fleet.cli.hosts_cmd import hosts
 from fleet.cli.inventory_cmd import inventory
+from fleet.cli.monitor_cmd import config, monitor
+from fleet.cli.reserve_cmd import allocations, release, reserve
+from fleet.cli.run_cmd import run
 from fleet.cli.status_cmd import status
+from fleet.cli.tasks_cmd import cancel, logs, tasks
+from fleet.cli.tui_cmd import demo, tui
 from fleet.errors import FleetError
 
 EXIT_INTERRUPTED = 130
@@ -59,7 +69,27 @@ def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_
 cli.add_command(inventory)
 cli.add_command(hosts)
 cli.add_command(status)
+cli.add_command(monitor)
+cli.add_command(config)
 cli.add_command(history)
+cli.add_command(events)
+cli.add_command(drain)
+cli.add_command(undrain)
+cli.add_command(db_group)
+cli.add_command(reserve)
+cli.add_command(release)
+cli.add_command(allocations)
+cli.add_command(dispatch)
+cli.add_command(tasks)
+cli.add_command(logs)
+cli.add_command(cancel)
+cli.add_command(run)
+cli.add_command(discover)
+cli.add_command(candidates)
+cli.add_command(adopt)
+cli.add_command(announce)
+cli.add_command(tui)
+cli.add_command(demo)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,112 @@
+"""Rolling raw GPU samples up into 1-minute buckets and pruning old samples and rollups.
+
+Idempotent by construction: the rollup covers only complete minutes after the newest bucket
+already in gpu_samples_1m (the watermark), so running it twice over the same range adds nothing,
+and raw samples are never pruned past the watermark (nothing is deleted before it is rolled up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import BigInteger, Float, cast, delete, func, insert, literal_column, select
+from sqlalchemy.orm import Session
+
+from db.models import GpuSample, GpuSampleMinute, HostSample
+
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class RollupResult:
+    """What one rollup pass did: buckets written and the minute range [start_ms, end_ms)."""
+
+    buckets: int
+    start_ms: int | None
+    end_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """Rows deleted by one prune pass."""
+
+    gpu_samples: int
+    host_samples: int
+    gpu_rollups: int
+
+
+def rollup_watermark_ms(session: Session) -> int | None:
+    """End (exclusive) of the rolled-up range: the newest bucket start + 1 minute, or None."""
+    newest = session.scalar(select(func.max(GpuSampleMinute.bucket_ts)))
+    return None if newest is None else int(newest) + MINUTE_MS
+
+
+def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
+    """Aggregate raw GPU samples of every complete minute before `until_ms` not yet rolled up.
+
+    Each (GPU, minute) gets one row: sample count, utilisation avg/max, memory used max,
+    temperature avg/max, power avg/max (NULL readings skipped). Pass `until_ms` a little in
+    the past (e.g. now minus two flush intervals) so samples still buffered by the monitor
+    have landed before their minute is closed. Not committed: the caller's session decides.
+    """
+    end_ms = (until_ms // MINUTE_MS) * MINUTE_MS
+    start_ms = rollup_watermark_ms(session)
+    if start_ms is None:
+        oldest = session.scalar(select(func.min(GpuSample.ts)))
+        if oldest is None:
+            return RollupResult(0, None, None)
+        start_ms = (int(oldest) // MINUTE_MS) * MINUTE_MS
+    if start_ms >= end_ms:
+        return RollupResult(0, start_ms, start_ms)
+    width = literal_column(str(MINUTE_MS), BigInteger)
+    bucket = ((GpuSample.ts // width) * width).label("bucket_ts")
+    source = (
+        select(
+            GpuSample.gpu_id,
+            bucket,
+            func.count().label("samples"),
+            cast(func.avg(GpuSample.utilization_gpu_pct), Float),
+            func.max(GpuSample.utilization_gpu_pct),
+            func.max(GpuSample.memory_used_bytes),
+            cast(func.avg(GpuSample.temperature_c), Float),
+            func.max(GpuSample.temperature_c),
+            cast(func.avg(GpuSample.power_draw_w), Float),
+            func.max(GpuSample.power_draw_w),
+        )
+        .where(GpuSample.ts >= start_ms, GpuSample.ts < end_ms)
+        .group_by(GpuSample.gpu_id, bucket)
+    )
+    statement = insert(GpuSampleMinute).from_select(
+        ["gpu_id", "bucket_ts", "samples", "util_avg", "util_max", "mem_used_max", "temp_avg",
+         "temp_max", "power_avg", "power_max"],
+        source,
+    )
+    result = session.execute(statement)
+    return RollupResult(int(result.rowcount or 0), start_ms, end_ms)  # type: ignore[attr-defined]
+
+
+def prune_samples_and_rollups(session: Session, *, raw_before_ms: int,
+                              rollup_before_ms: int | None) -> PruneResult:
+    """Delete raw samples with ts < raw_before_ms, but never GPU samples not yet rolled up,
+    and rollup buckets older than rollup_before_ms (None keeps them all). Not committed.
+    """
+    watermark = rollup_watermark_ms(session)
+    gpu_cutoff = raw_before_ms if watermark is None else min(raw_before_ms, watermark)
+    if watermark is None:
+        # Nothing is rolled up yet: keep every GPU sample rather than lose history.
+        gpu_deleted = 0
+    else:
+        gpu_result = session.execute(delete(GpuSample).where(GpuSample.ts < gpu_cutoff))
+        gpu_deleted = int(gpu_result.rowcount or 0)  # type: ignore[attr-defined]
+    host_result = session.execute(delete(HostSample).where(HostSample.ts < raw_before_ms))
+    rollups_deleted = 0
+    if rollup_before_ms is not None:
+        rollup_result = session.execute(
+            delete(GpuSampleMinute).where(GpuSampleMinute.bucket_ts < rollup_before_ms)
+        )
+        rollups_deleted = int(rollup_result.rowcount or 0)  # type: ignore[attr-defined]
+    return PruneResult(
+        gpu_samples=gpu_deleted,
+        host_samples=int(host_result.rowcount or 0),  # type: ignore[attr-defined]
+        gpu_rollups=rollups_deleted,
+    )

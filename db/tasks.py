@@ -1,0 +1,303 @@
+"""Task rows: creating tasks, moving them between states (compare-and-set), listing and reading.
+
+Times are integer epoch seconds. A task's GPUs are the GPUs of its allocations (active or
+released), so a finished task still shows where it ran. `finish_task` ends a task and releases
+its allocations in the same transaction, so a final task never holds a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from db.allocations import release_allocations
+from db.models import Allocation, Gpu, Host, Task
+from db.types import TASK_STATES, TaskState
+
+ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("queued", "placing", "starting", "running")
+FINAL_TASK_STATES: tuple[TaskState, ...] = ("succeeded", "failed", "cancelled", "lost")
+
+# Columns update_task may change; identity and submission facts are fixed at creation.
+UPDATABLE_TASK_FIELDS = frozenset({
+    "state", "host_id", "exit_code", "remote_dir", "remote_pid", "started_at", "ended_at",
+    "error", "gpu_seconds", "peak_memory_bytes", "priority", "constraints",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGpu:
+    """One GPU a task was allocated, with the allocation that held it (active or released)."""
+
+    allocation_id: int
+    gpu_id: int
+    host: str
+    idx: int
+    uuid: str | None
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """A stored task; `host` is the host's name once placed, `gpus` its allocated GPUs by index."""
+
+    id: int
+    name: str
+    script: str
+    args: tuple[str, ...]
+    host_id: int | None
+    host: str | None
+    state: str
+    exit_code: int | None
+    gpus_requested: int
+    constraints: dict[str, Any]
+    priority: int
+    owner: str
+    remote_dir: str | None
+    remote_pid: int | None
+    submitted_at: int
+    started_at: int | None
+    ended_at: int | None
+    error: str | None
+    gpu_seconds: float | None
+    peak_memory_bytes: int | None
+    gpus: tuple[TaskGpu, ...] = ()
+
+    @property
+    def is_final(self) -> bool:
+        """True once the task has ended (succeeded, failed, cancelled or lost)."""
+        return self.state in FINAL_TASK_STATES
+
+
+def create_task(
+    session: Session,
+    *,
+    name: str,
+    script: str,
+    args: Sequence[str],
+    gpus_requested: int,
+    owner: str,
+    now: int,
+    constraints: Mapping[str, Any] | None = None,
+    priority: int = 0,
+    state: TaskState = "queued",
+) -> int:
+    """Store a new task and return its id.
+
+    `constraints` is any JSON-serialisable mapping (the placement request and run options).
+    Raises ValueError for an unknown state or a negative GPU count.
+    """
+    _check_state(state)
+    if gpus_requested < 0:
+        raise ValueError(f"a task cannot request {gpus_requested} GPUs")
+    task = Task(
+        name=name,
+        script=script,
+        args_json=json.dumps(list(args)),
+        host_id=None,
+        state=state,
+        exit_code=None,
+        gpus_requested=gpus_requested,
+        constraints_json=json.dumps(dict(constraints or {}), sort_keys=True),
+        priority=priority,
+        owner=owner,
+        submitted_at=now,
+    )
+    session.add(task)
+    session.flush()
+    return task.id
+
+
+def update_task(
+    session: Session,
+    task_id: int,
+    *,
+    from_states: Sequence[str] | None = None,
+    **changes: Any,
+) -> bool:
+    """Set the given columns of one task; returns False when `from_states` did not match.
+
+    With `from_states`, the update is a single conditional UPDATE (compare-and-set): it applies
+    only while the task is in one of those states, so two processes racing to move a task
+    (a dispatcher finishing it, the reconciler marking it lost) cannot both win.
+    Accepted columns: UPDATABLE_TASK_FIELDS (`constraints` takes a mapping).
+    Raises LookupError for an unknown task id, ValueError for an unknown column or state.
+    """
+    unknown = set(changes) - UPDATABLE_TASK_FIELDS
+    if unknown:
+        raise ValueError(f"update_task cannot set {sorted(unknown)}")
+    values = dict(changes)
+    if "state" in values:
+        _check_state(values["state"])
+    if "constraints" in values:
+        values["constraints_json"] = json.dumps(dict(values.pop("constraints")), sort_keys=True)
+    for state in from_states or ():
+        _check_state(state)
+    if not values:
+        current = _state(session, task_id)
+        if current is None:
+            raise LookupError(f"no task with id {task_id}")
+        return from_states is None or current in from_states
+    statement = update(Task).where(Task.id == task_id)
+    if from_states is not None:
+        statement = statement.where(Task.state.in_(list(from_states)))
+    result = session.execute(statement.values(**values))
+    matched = int(result.rowcount) > 0  # type: ignore[attr-defined]
+    if not matched and _state(session, task_id) is None:
+        raise LookupError(f"no task with id {task_id}")
+    return matched
+
+
+def finish_task(
+    session: Session,
+    task_id: int,
+    *,
+    state: TaskState,
+    now: int,
+    exit_code: int | None = None,
+    error: str | None = None,
+    gpu_seconds: float | None = None,
+    peak_memory_bytes: int | None = None,
+    from_states: Sequence[str] = ACTIVE_TASK_STATES,
+) -> bool:
+    """End a task (a final state, ended_at, exit code) and release its active allocations.
+
+    Compare-and-set on `from_states`: returns False, changing nothing, when the task has
+    already left them (e.g. it was finished by another process). The allocations are released
+    with the final state as the reason. Raises ValueError when `state` is not final.
+    """
+    if state not in FINAL_TASK_STATES:
+        raise ValueError(f"{state!r} is not a final task state {FINAL_TASK_STATES}")
+    changes: dict[str, Any] = {"state": state, "ended_at": now, "exit_code": exit_code}
+    if error is not None:
+        changes["error"] = error
+    if gpu_seconds is not None:
+        changes["gpu_seconds"] = gpu_seconds
+    if peak_memory_bytes is not None:
+        changes["peak_memory_bytes"] = peak_memory_bytes
+    if not update_task(session, task_id, from_states=from_states, **changes):
+        return False
+    release_allocations(session, now=now, reason=f"task {state}", task_id=task_id)
+    return True
+
+
+def get_task(session: Session, task_id: int) -> TaskRow | None:
+    """The task with this id (with its GPUs), or None."""
+    rows = _rows(session, select(Task, Host.name).outerjoin(Host, Host.id == Task.host_id)
+                 .where(Task.id == task_id))
+    return rows[0] if rows else None
+
+
+def list_tasks(
+    session: Session,
+    *,
+    states: Sequence[str] | None = None,
+    owner: str | None = None,
+    host: str | None = None,
+    since: int | None = None,
+    limit: int | None = None,
+) -> list[TaskRow]:
+    """Tasks (optionally in `states`, of `owner`, on `host`, submitted at or after `since`).
+
+    Ordered oldest first; `limit` keeps the newest ones. Raises ValueError for an unknown state.
+    """
+    query = select(Task, Host.name).outerjoin(Host, Host.id == Task.host_id)
+    if states is not None:
+        for state in states:
+            _check_state(state)
+        query = query.where(Task.state.in_(list(states)))
+    if owner is not None:
+        query = query.where(Task.owner == owner)
+    if host is not None:
+        query = query.where(Host.name == host)
+    if since is not None:
+        query = query.where(Task.submitted_at >= since)
+    query = query.order_by(Task.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    return list(reversed(_rows(session, query)))
+
+
+def queued_tasks(session: Session, *, limit: int | None = None) -> list[TaskRow]:
+    """Tasks waiting in the queue, in the order they should start: priority (high first), FIFO."""
+    query = (
+        select(Task, Host.name)
+        .outerjoin(Host, Host.id == Task.host_id)
+        .where(Task.state == "queued")
+        .order_by(Task.priority.desc(), Task.submitted_at, Task.id)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return _rows(session, query)
+
+
+def count_tasks_by_state(session: Session) -> dict[str, int]:
+    """How many tasks are in each state (states with none are left out)."""
+    query = select(Task.state, func.count()).group_by(Task.state)
+    return {state: int(count) for state, count in session.execute(query)}
+
+
+def task_gpus(session: Session, task_ids: Sequence[int]) -> dict[int, tuple[TaskGpu, ...]]:
+    """Each task's allocated GPUs (active and released), ordered by host GPU index."""
+    if not task_ids:
+        return {}
+    query = (
+        select(Allocation, Gpu.idx, Gpu.uuid, Host.name)
+        .join(Gpu, Gpu.id == Allocation.gpu_id)
+        .join(Host, Host.id == Gpu.host_id)
+        .where(Allocation.task_id.in_(list(task_ids)))
+        .order_by(Allocation.task_id, Gpu.idx, Allocation.id)
+    )
+    found: dict[int, list[TaskGpu]] = {}
+    for allocation, idx, uuid, host_name in session.execute(query):
+        assert allocation.task_id is not None  # the WHERE clause guarantees it
+        found.setdefault(allocation.task_id, []).append(TaskGpu(
+            allocation_id=allocation.id, gpu_id=allocation.gpu_id, host=host_name, idx=idx,
+            uuid=uuid, active=allocation.released_at is None,
+        ))
+    return {task_id: tuple(gpus) for task_id, gpus in found.items()}
+
+
+def _rows(session: Session, query: Any) -> list[TaskRow]:
+    pairs = list(session.execute(query))
+    gpus = task_gpus(session, [task.id for task, _host in pairs])
+    return [_task_row(task, host_name, gpus.get(task.id, ())) for task, host_name in pairs]
+
+
+def _task_row(task: Task, host_name: str | None, gpus: tuple[TaskGpu, ...]) -> TaskRow:
+    return TaskRow(
+        id=task.id,
+        name=task.name,
+        script=task.script,
+        args=tuple(str(arg) for arg in json.loads(task.args_json)),
+        host_id=task.host_id,
+        host=host_name,
+        state=task.state,
+        exit_code=task.exit_code,
+        gpus_requested=task.gpus_requested,
+        constraints=dict(json.loads(task.constraints_json)),
+        priority=task.priority,
+        owner=task.owner,
+        remote_dir=task.remote_dir,
+        remote_pid=task.remote_pid,
+        submitted_at=task.submitted_at,
+        started_at=task.started_at,
+        ended_at=task.ended_at,
+        error=task.error,
+        gpu_seconds=task.gpu_seconds,
+        peak_memory_bytes=task.peak_memory_bytes,
+        gpus=gpus,
+    )
+
+
+def _state(session: Session, task_id: int) -> str | None:
+    return session.scalar(select(Task.state).where(Task.id == task_id))
+
+
+def _check_state(state: object) -> None:
+    if state not in TASK_STATES:
+        raise ValueError(f"unknown task state {state!r}; expected one of {TASK_STATES}")

@@ -1,0 +1,152 @@
+"""`fleet db`: back up the SQLite database while it is in use, check it, apply retention now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fleet.cli.context import echo_json, global_options
+
+EXIT_CHECK_FAILED = 1
+
+
+@click.group("db")
+def db_group() -> None:
+    """Maintain the fleet database (backup and check are SQLite-only)."""
+
+
+def _sqlite_url(db_url: str | None) -> str:
+    """The resolved URL; ConfigError (exit 2) when it is not an SQLite file."""
+    from db.backup import NotSqliteError, sqlite_path_of
+    from db.engine import resolve_database_url
+    from db.errors import DatabaseError
+    from fleet.errors import ConfigError, StorageError
+
+    url = resolve_database_url(db_url)
+    try:
+        sqlite_path_of(url)
+    except NotSqliteError as exc:
+        raise ConfigError(str(exc)) from exc
+    except DatabaseError as exc:
+        raise StorageError(str(exc)) from exc
+    return url
+
+
+@db_group.command("backup")
+@click.argument("destination", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@click.pass_context
+def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
+    """Copy the database to FILE, consistently, even while `fleet monitor` writes to it.
+
+    Uses SQLite's online backup; FILE is created with mode 0600, checked with quick_check and
+    renamed into place only when complete. Refuses to overwrite FILE without --force.
+
+    \b
+    Examples:
+      fleet db backup ~/fleet-$(date +%F).db
+      fleet --db /srv/fleet/fleet.db db backup /backup/fleet.db --force
+    """
+    from db.backup import backup_sqlite
+    from db.errors import DatabaseError
+    from fleet.errors import StorageError
+
+    options = global_options(ctx)
+    url = _sqlite_url(options.db_url)
+    try:
+        result = backup_sqlite(url, destination, force=force)
+    except DatabaseError as exc:
+        raise StorageError(str(exc)) from exc
+    if options.as_json:
+        echo_json({"source": str(result.source), "destination": str(result.destination),
+                   "size_bytes": result.size_bytes, "pages": result.pages,
+                   "seconds": round(result.seconds, 3), "quick_check": result.quick_check})
+    else:
+        click.echo(f"backed up {result.source} to {result.destination} "
+                   f"({result.size_bytes / 1e6:.1f} MB in {result.seconds:.2f}s, quick_check ok)")
+    return 0
+
+
+@db_group.command("check")
+@click.pass_context
+def db_check(ctx: click.Context) -> int:
+    """Verify the database: integrity_check, foreign_key_check and schema version.
+
+    Opens the file read-only and changes nothing. Exits 0 when healthy, 1 with the problems
+    listed otherwise, 2 for a non-SQLite database.
+
+    \b
+    Examples:
+      fleet db check
+      fleet --db /backup/fleet.db db check
+    """
+    from db.backup import check_sqlite
+    from db.errors import DatabaseError
+    from fleet.errors import StorageError
+
+    options = global_options(ctx)
+    url = _sqlite_url(options.db_url)
+    try:
+        result = check_sqlite(url)
+    except DatabaseError as exc:
+        raise StorageError(str(exc)) from exc
+    if options.as_json:
+        echo_json({"path": str(result.path), "ok": result.ok, "revision": result.revision,
+                   "head": result.head, "problems": list(result.problems)})
+    elif result.ok:
+        click.echo(f"{result.path}: ok (integrity, foreign keys, schema {result.revision})")
+    else:
+        click.echo(f"{result.path}: {len(result.problems)} problem(s)")
+        for problem in result.problems:
+            click.echo(f"  {problem}")
+    return 0 if result.ok else EXIT_CHECK_FAILED
+
+
+@db_group.command("retention")
+@click.option("--raw-days", type=click.FloatRange(min=0, min_open=True), default=7.0,
+              show_default=True, help="Keep raw samples this many days.")
+@click.option("--rollup-days", type=click.FloatRange(min=0, min_open=True), default=365.0,
+              show_default=True, help="Keep 1-minute GPU rollups this many days.")
+@click.pass_context
+def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int:
+    """Roll raw GPU samples up into 1-minute buckets and prune old rows, now.
+
+    `fleet monitor` does this itself every few minutes; this is for a database whose monitor
+    is not running. Safe to repeat: minutes already rolled up are not counted twice, and raw
+    samples are never deleted before they are rolled up.
+
+    \b
+    Examples:
+      fleet db retention
+      fleet db retention --raw-days 2 --rollup-days 730
+    """
+    import time
+
+    from db.errors import DatabaseError
+    from fleet.errors import ConfigError, StorageError
+    from fleet.health.retention import RetentionSettings, apply_retention
+    from fleet.service import open_database
+
+    options = global_options(ctx)
+    try:
+        settings = RetentionSettings(raw_days=raw_days, rollup_days=rollup_days)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    database = open_database(options.db_url)
+    try:
+        with database.session() as session:
+            result = apply_retention(session, settings, time.time())
+    except DatabaseError as exc:
+        raise StorageError(f"database error: {exc}") from exc
+    finally:
+        database.close()
+    data = {"rollup_buckets": result.rollup.buckets,
+            "gpu_samples_deleted": result.pruned.gpu_samples,
+            "host_samples_deleted": result.pruned.host_samples,
+            "rollups_deleted": result.pruned.gpu_rollups}
+    if options.as_json:
+        echo_json(data)
+    else:
+        click.echo(", ".join(f"{key.replace('_', ' ')}: {value}" for key, value in data.items()))
+    return 0

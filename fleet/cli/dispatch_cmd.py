@@ -1,0 +1,202 @@
+"""`fleet dispatch`: run a script on the best free GPUs, stream its output, exit with its code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from fleet.cli.context import echo_json, global_options
+from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
+from fleet.cli.runner import run_async
+
+if TYPE_CHECKING:
+    from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
+    from fleet.dispatch.records import Ending
+    from fleet.service import Fleet
+
+EXIT_TIMED_OUT = 124
+EXIT_CANCELLED = 130
+
+
+def say(message: str) -> None:
+    click.echo(f"fleet: {message}", err=True)
+
+
+def write_output(data: bytes, *, to_stderr: bool = False) -> None:
+    stream = sys.stderr.buffer if to_stderr else sys.stdout.buffer
+    stream.write(data)
+    stream.flush()
+
+
+def exit_code_of(ending: Ending) -> int:
+    """The exit code `fleet dispatch` (and `fleet logs -f`) returns for a task's end."""
+    from fleet.errors import DispatchError
+
+    if ending.state == "lost":
+        raise DispatchError(f"task lost: {ending.error}")
+    if ending.state == "cancelled":
+        return EXIT_CANCELLED
+    if ending.error is not None and ending.error.startswith("timed out"):
+        return EXIT_TIMED_OUT
+    return ending.exit_code if ending.exit_code is not None else 1
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@placement_options
+@click.option("--with", "extras", multiple=True, metavar="FILE|DIR",
+              type=click.Path(path_type=Path, exists=True),
+              help="Also upload this file or directory into the task directory; repeatable.")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
+              help="Set an environment variable for the task; repeatable.")
+@click.option("--workdir", metavar="PATH", help="Run in this directory on the host "
+              "[default: the task directory].")
+@click.option("--python", metavar="PATH", help="Interpreter to run the script with "
+              "[default: by file type: .py → the host's python, .sh → bash, +x → itself].")
+@click.option("--timeout", metavar="DURATION", help="Kill the task after this wall time "
+              "(enforced on the host, also for --detach); exit code 124.")
+@click.option("--grace", default="10s", show_default=True, metavar="DURATION",
+              help="Between SIGTERM and SIGKILL when cancelling or timing out.")
+@click.option("--detach", "-d", is_flag=True, help="Print the task id and return at once.")
+@click.option("--wait", is_flag=True, help="If no GPU fits now, queue (FIFO) until one does.")
+@click.option("--queue-timeout", default="24h", show_default=True, metavar="DURATION",
+              help="With --wait: give up (exit 7) after this long in the queue.")
+@click.option("--priority", default=0, show_default=True, type=int,
+              help="With --wait: higher runs first; equal priorities are FIFO.")
+@click.option("--name", metavar="TEXT", help="Task name [default: the script's file name].")
+@click.option("--explain", is_flag=True, help="Print each candidate GPU's score per factor "
+              "and every exclusion (on stderr).")
+@click.option("--dry-run", is_flag=True, help="Place (and explain) without running anything.")
+@click.option("--lost-after", default="5m", show_default=True, metavar="DURATION",
+              envvar="FLEET_LOST_AFTER", help="A task whose host stays unreachable this long "
+              "is marked lost [env FLEET_LOST_AFTER].")
+@click.argument("script", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
+             extras: tuple[Path, ...], env: tuple[str, ...], workdir: str | None,
+             python: str | None, timeout: str | None, grace: str, detach: bool, wait: bool,
+             queue_timeout: str, priority: int, name: str | None, explain: bool,
+             dry_run: bool, lost_after: str, **placement: Any) -> int:
+    """Run SCRIPT [ARGS...] on the best free GPUs; stream its output; exit with its exit code.
+
+    Everything after SCRIPT is passed to it literally. The task gets CUDA_VISIBLE_DEVICES (the
+    allocated GPUs' UUIDs), CUDA_DEVICE_ORDER=PCI_BUS_ID and FLEET_TASK_ID. Ctrl-C cancels it
+    (SIGTERM to its process group, SIGKILL after --grace). Exit codes: the script's own; 124
+    timed out; 130 cancelled; 7 no GPU fits (reasons with --explain); 5 could not start or lost;
+    2 bad input.
+
+    \b
+    Examples:
+      fleet dispatch train.py --lr 3e-4
+      fleet dispatch --gpus 2 --min-free-mem 20G --with data/ train.py
+      fleet dispatch --detach --timeout 2h --env WANDB_MODE=offline sweep.sh 17
+      fleet dispatch --wait --queue-timeout 1h --gpus 4 --label rack=b2 big.py
+      fleet dispatch --dry-run --explain --gpus 8 big.py
+    """
+    from fleet.cli.placement_options import request_from_options
+    from fleet.dispatch.lifecycle import DispatchRequest
+    from fleet.dispatch.spec import parse_env
+    from fleet.timeparse import parse_duration
+
+    options = global_options(ctx)
+    request = DispatchRequest(
+        script=script,
+        placement=request_from_options({k: placement[k] for k in PLACEMENT_OPTION_NAMES}),
+        args=args, extras=extras, env=parse_env(env), workdir=workdir, python=python,
+        timeout_s=None if timeout is None else parse_duration(timeout, what="--timeout"),
+        grace_s=parse_duration(grace, what="--grace"), name=name, priority=priority, wait=wait,
+        queue_timeout_s=parse_duration(queue_timeout, what="--queue-timeout"),
+    )
+    request.validate()
+    lost_after_s = parse_duration(lost_after, what="--lost-after")
+
+    async def run() -> int:
+        from fleet.service import open as open_fleet
+
+        async with open_fleet(options.db_url, options.inventory_path) as service:
+            if dry_run:
+                return await _dry_run(service, request, explain, options.as_json)
+            await service.reconcile_tasks(lost_after_s=lost_after_s)
+            return await _run(service, request, detach=detach, explain=explain,
+                              as_json=options.as_json, lost_after_s=lost_after_s)
+
+    return run_async(run)
+
+
+async def _dry_run(service: Fleet, request: DispatchRequest, explain: bool,
+                   as_json: bool) -> int:
+    from fleet.errors import NoPlacement
+    from fleet.placement.explain import explain_to_json, render_explain
+
+    result = await service.place(request.placement)
+    if as_json:
+        echo_json(explain_to_json(result))
+    else:
+        click.echo(render_explain(result) if explain else result.summary())
+    if result.host is None:
+        raise NoPlacement(result.summary())
+    return 0
+
+
+def _started_message(started: StartedTask, explain: bool) -> None:
+    claim = started.claim
+    if explain and claim is not None and claim.placement is not None:
+        from fleet.placement.explain import render_explain
+
+        click.echo(render_explain(claim.placement), err=True)
+    indices = ",".join(str(i) for i in claim.gpu_indices) if claim is not None else "?"
+    say(f"task {started.task_id} started on {started.host.name} GPU {indices} "
+        f"({','.join(started.gpu_uuids)})")
+
+
+async def _run(service: Fleet, request: DispatchRequest, *, detach: bool, explain: bool,
+               as_json: bool, lost_after_s: float) -> int:
+    import asyncio
+    import signal
+
+    from fleet.errors import NoPlacement
+
+    try:
+        if detach:
+            started = await service.submit(request, on_wait=say)
+            _started_message(started, explain)
+            if as_json:
+                echo_json({"task_id": started.task_id, "host": started.host.name,
+                           "gpu_uuids": list(started.gpu_uuids), "remote_dir": started.task_dir})
+            else:
+                click.echo(started.task_id)
+            return 0
+        stop = asyncio.Event()
+
+        def on_signal() -> None:
+            if not stop.is_set():
+                say(f"cancelling (SIGTERM, SIGKILL after {request.grace_s:g}s)…")
+                stop.set()
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal)
+        try:
+            started, ending = await service.dispatch(
+                request, on_output=lambda data: write_output(data, to_stderr=as_json),
+                on_wait=say, on_started=lambda s: _started_message(s, explain),
+                stop=stop, lost_after_s=lost_after_s)
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+    except NoPlacement as exc:
+        if explain and exc.explanation:
+            click.echo(exc.explanation, err=True)
+        raise
+    if as_json:
+        row = await service.task(started.task_id)
+        from fleet.cli.tasks_cmd import task_to_json
+
+        echo_json(task_to_json(row))
+    else:
+        detail = f" ({ending.error})" if ending.error and ending.state != "succeeded" else ""
+        say(f"task {started.task_id} {ending.state}{detail}")
+    return exit_code_of(ending)

@@ -1,0 +1,101 @@
+"""`fleet events`: recorded events (state changes, health alarms, drains), filtered, newest last."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from fleet.cli.context import echo_json, global_options
+
+if TYPE_CHECKING:
+    from db.event_queries import EventView
+
+SEVERITY_CHOICES = ("info", "warning", "error", "critical")
+
+
+@click.command()
+@click.option("--since", default="1d", show_default=True, metavar="TIME",
+              help="Start: a duration ago (2h), an ISO time, or epoch seconds.")
+@click.option("--until", default=None, metavar="TIME", help="End time [default: now].")
+@click.option("--severity", type=click.Choice(SEVERITY_CHOICES), default=None,
+              help="This severity and worse.")
+@click.option("--host", metavar="NAME", help="Only events about this host.")
+@click.option("--kind", metavar="KIND", help="Event kind, or a glob like 'gpu_*'.")
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True, metavar="N",
+              help="At most the newest N events.")
+@click.pass_context
+def events(ctx: click.Context, since: str, until: str | None, severity: str | None,
+           host: str | None, kind: str | None, limit: int) -> int:
+    """Show recorded events, oldest first (the newest N within the range).
+
+    Kinds include host_down, host_up, gpu_hot, gpu_cooled, gpu_failed, gpu_degraded,
+    gpu_recovered, gpu_count_changed, driver_version_changed, gpu_changed, host_drained,
+    gpu_drained, host_undrained, gpu_undrained, hook_failed.
+
+    \b
+    Examples:
+      fleet events
+      fleet events --since 7d --severity warning
+      fleet events --host gpu07 --kind 'gpu_*' --limit 20
+      fleet --json events --since 1h | jq '.events[].message'
+    """
+    from fleet.errors import ConfigError
+    from fleet.timeparse import parse_time
+
+    options = global_options(ctx)
+    now = time.time()
+    since_epoch = parse_time(since, now=now, what="--since")
+    until_epoch = None if until is None else parse_time(until, now=now, what="--until")
+    if until_epoch is not None and until_epoch < since_epoch:
+        raise ConfigError(f"--until ({until}) is before --since ({since})")
+    rows = _load(options.db_url, since_epoch, until_epoch, severity, host, kind, limit)
+    if options.as_json:
+        echo_json({"since": since_epoch, "until": until_epoch, "events": [_dict(r) for r in rows]})
+    else:
+        click.echo(_table(rows))
+    return 0
+
+
+def _load(url: str | None, since: float, until: float | None, severity: str | None,
+          host: str | None, kind: str | None, limit: int) -> list[EventView]:
+    from typing import cast
+
+    from db.errors import DatabaseError
+    from db.event_queries import find_events
+    from db.types import Severity
+    from fleet.errors import StorageError
+    from fleet.service import open_database
+
+    database = open_database(url)
+    try:
+        with database.session() as session:
+            return find_events(session, since=int(since),
+                               until=None if until is None else int(until) + 1,
+                               severity=cast(Severity | None, severity), host=host, kind=kind,
+                               limit=limit)
+    except DatabaseError as exc:
+        raise StorageError(f"database error: {exc}") from exc
+    finally:
+        database.close()
+
+
+def _dict(row: EventView) -> dict[str, Any]:
+    return {"id": row.id, "ts": row.ts, "kind": row.kind, "severity": row.severity,
+            "host": row.host, "gpu": row.gpu_idx, "gpu_uuid": row.gpu_uuid,
+            "task_id": row.task_id, "message": row.message, "data": row.data}
+
+
+def _table(rows: list[EventView]) -> str:
+    from fleet.cli.table import Column, render_table
+    from fleet.timeparse import format_time
+
+    if not rows:
+        return "no events in that time range"
+    columns = [Column("TIME"), Column("SEVERITY"), Column("KIND", max_width=28),
+               Column("HOST", max_width=32), Column("GPU", ">"), Column("MESSAGE", max_width=100)]
+    return render_table(columns, [
+        [format_time(row.ts), row.severity, row.kind, row.host, row.gpu_idx, row.message]
+        for row in rows
+    ])

@@ -1,0 +1,169 @@
+"""`fleet monitor` (watch hosts continuously, record history) and `fleet config show`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from fleet.cli.context import global_options
+from fleet.cli.runner import run_async
+
+if TYPE_CHECKING:
+    from fleet.monitor.config import Settings
+    from fleet.monitor.monitor import MonitorSummary
+
+LOG_MAX_BYTES = 10 * 1024 * 1024
+LOG_BACKUPS = 5
+
+
+@click.command()
+@click.option("--hosts", "pattern", metavar="PATTERN",
+              help="Comma-separated host names/globs, @group or label:key=value.")
+@click.option("--interval", metavar="DURATION",
+              help="Seconds between readings of each host [settings: monitor.interval, 1s].")
+@click.option("-q", "--quiet", is_flag=True, help="No per-interval summary line.")
+@click.option("--log-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also log to FILE (mode 0600, rotated at 10 MB, 5 kept).")
+@click.option("--http", "http_address", metavar="ADDR:PORT",
+              help="Serve /status (JSON) and /metrics (Prometheus) on ADDR:PORT (loopback).")
+@click.option("--accept-new", is_flag=True,
+              help="Pin the host key of hosts seen for the first time (trust on first use).")
+@click.pass_context
+def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet: bool,
+            log_file: Path | None, http_address: str | None, accept_new: bool) -> int:
+    """Watch hosts continuously and record every sample until SIGINT/SIGTERM.
+
+    One SSH connection and one long-lived probe per host; samples are written in batches;
+    health rules turn what is seen into events. Prints one summary line per interval
+    (or one JSON object per line with --json). On SIGINT/SIGTERM it writes what is buffered,
+    stops every remote probe and exits 0.
+
+    \b
+    Examples:
+      fleet monitor
+      fleet monitor --hosts '@a100' --interval 5s -q --log-file ~/fleet-monitor.log
+      fleet monitor --http 127.0.0.1:9400     # then: curl -s localhost:9400/metrics
+    """
+    from fleet.timeparse import parse_duration
+
+    options = global_options(ctx)
+    seconds = parse_duration(interval, what="--interval") if interval is not None else None
+    _setup_logging(log_file, quiet)
+
+    def summary(line: MonitorSummary) -> None:
+        if options.as_json:
+            import dataclasses
+            import json
+
+            click.echo(json.dumps(dataclasses.asdict(line)))
+        elif not quiet:
+            click.echo(line.line())
+
+    async def run() -> None:
+        import asyncio
+        import signal
+
+        from fleet.service import open as open_fleet
+
+        async with open_fleet(options.db_url, options.inventory_path,
+                              accept_new=accept_new) as service:
+            settings = service.monitor_settings()
+            if seconds is not None:
+                settings = _with_interval(settings, seconds)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
+            server = None
+            monitor = await service.start_monitor(pattern, settings=settings, on_summary=summary)
+            try:
+                if http_address is not None:
+                    from fleet.health.http import parse_listen_address, start_status_server
+
+                    host, port = parse_listen_address(http_address)
+                    server = await start_status_server(host, port, snapshot=monitor.snapshot)
+                    bound = server.sockets[0].getsockname()
+                    click.echo(f"fleet: serving /status and /metrics on "
+                               f"http://{bound[0]}:{bound[1]}", err=True)
+                click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
+                           f"{settings.monitor.interval:g}s (Ctrl-C to stop)", err=True)
+                await stop.wait()
+            finally:
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(signum)
+                if server is not None:
+                    server.close()
+                await service.stop_monitor()
+            written = monitor.writer.stats
+            click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
+                       f"{written.host_samples} host samples written", err=True)
+
+    run_async(run)
+    return 0
+
+
+def _with_interval(settings: Settings, seconds: float) -> Settings:
+    from fleet.errors import ConfigError
+
+    try:
+        return settings.with_values("monitor", interval=seconds)
+    except ValueError as exc:
+        raise ConfigError(f"--interval: {exc}") from exc
+
+
+def _setup_logging(log_file: Path | None, quiet: bool) -> None:
+    """Warnings to stderr (unless quiet); everything from INFO up to the rotating log file."""
+    import logging
+    import logging.handlers
+    import os
+
+    root = logging.getLogger("fleet")
+    root.setLevel(logging.INFO)
+    if not quiet:
+        console = logging.StreamHandler(sys.stderr)
+        console.setLevel(logging.WARNING)
+        console.setFormatter(logging.Formatter("fleet: %(levelname)s: %(message)s"))
+        root.addHandler(console)
+    if log_file is not None:
+        path = log_file.expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        )
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        )
+        root.addHandler(handler)
+
+
+@click.group()
+def config() -> None:
+    """Show fleet's settings (intervals, timeouts, health, hooks, retention)."""
+
+
+@config.command()
+@click.pass_context
+def show(ctx: click.Context) -> None:
+    """Print every effective setting with its default, doc and origin.
+
+    Settings come from built-in defaults, then $XDG_CONFIG_HOME/fleet/config.yaml (or the file
+    named by $FLEET_CONFIG), then the inventory's `settings:` section. The YAML printed is a
+    valid settings file.
+
+    \b
+    Examples:
+      fleet config show
+      fleet --json config show | jq .settings.monitor
+    """
+    from fleet.inventory import default_ssh_config_path, load_inventory
+    from fleet.monitor.config import load_settings
+    from fleet.monitor.render import settings_json, settings_yaml
+
+    options = global_options(ctx)
+    inventory = load_inventory(options.inventory_path, ssh_config=default_ssh_config_path())
+    settings = load_settings(inventory)
+    click.echo(settings_json(settings) if options.as_json else settings_yaml(settings), nl=False)

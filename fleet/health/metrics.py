@@ -1,0 +1,146 @@
+"""Prometheus text exposition (format 0.0.4) of a fleet snapshot: GPU, host, allocation gauges."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from db.types import GPU_STATES, HOST_STATES
+from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+Labels = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """One metric: name, help text, type and its samples (labels, value)."""
+
+    name: str
+    help: str
+    type: Literal["gauge", "counter", "untyped"] = "gauge"
+    samples: Sequence[tuple[Labels, float]] = ()
+
+
+def escape_label_value(value: str) -> str:
+    r"""A label value as the exposition format needs it: \ " and newline escaped."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def escape_help(text: str) -> str:
+    r"""HELP text with \ and newline escaped."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    """A sample value: integers without a fraction, NaN and infinities as Prometheus spells them."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def render_metrics(families: Iterable[MetricFamily]) -> str:
+    """The families as exposition text (each with HELP and TYPE, even when it has no samples)."""
+    lines: list[str] = []
+    for family in families:
+        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
+        lines.append(f"# TYPE {family.name} {family.type}")
+        for labels, value in family.samples:
+            if labels:
+                rendered = ",".join(
+                    f'{key}="{escape_label_value(str(text))}"' for key, text in labels.items()
+                )
+                lines.append(f"{family.name}{{{rendered}}} {format_value(value)}")
+            else:
+                lines.append(f"{family.name} {format_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _gpu_labels(gpu: GpuSnapshot) -> dict[str, str]:
+    return {
+        "host": gpu.host,
+        "gpu": str(gpu.index),
+        "uuid": gpu.reading.uuid or "",
+        "model": gpu.reading.name or "",
+    }
+
+
+def _gpu_values(gpus: Sequence[GpuSnapshot], read: str) -> list[tuple[Labels, float]]:
+    samples: list[tuple[Labels, float]] = []
+    for gpu in gpus:
+        value = getattr(gpu.reading, read)
+        if value is not None:
+            samples.append((_gpu_labels(gpu), float(value)))
+    return samples
+
+
+def _host_values(hosts: Sequence[HostSnapshot], read: str) -> list[tuple[Labels, float]]:
+    samples: list[tuple[Labels, float]] = []
+    for host in hosts:
+        if host.report is None or host.state != "up":
+            continue
+        value = getattr(host.report.host, read)
+        if value is not None:
+            samples.append(({"host": host.spec.name}, float(value)))
+    return samples
+
+
+def snapshot_metrics(snapshot: FleetSnapshot | None) -> list[MetricFamily]:
+    """Gauges for every host and GPU of `snapshot` (no samples, only HELP/TYPE, when None)."""
+    hosts = snapshot.hosts if snapshot is not None else ()
+    gpus = [gpu for host in hosts for gpu in host.gpus]
+    allocated: dict[str, int] = {}
+    for gpu in gpus:
+        if gpu.allocation is not None:
+            allocated[gpu.allocation.kind] = allocated.get(gpu.allocation.kind, 0) + 1
+    taken_at: list[tuple[Labels, float]] = [] if snapshot is None else [({}, snapshot.taken_at)]
+    return [
+        MetricFamily("fleet_snapshot_timestamp_seconds",
+                     "Epoch time the latest fleet snapshot was taken.", samples=taken_at),
+        MetricFamily("fleet_host_up", "1 when the host's last probe succeeded, else 0.",
+                     samples=[({"host": h.spec.name}, 1.0 if h.state == "up" else 0.0)
+                              for h in hosts]),
+        MetricFamily("fleet_host_state", "1 for the host's current state (one series per state).",
+                     samples=[({"host": h.spec.name, "state": state},
+                               1.0 if h.state == state else 0.0)
+                              for h in hosts for state in HOST_STATES]),
+        MetricFamily("fleet_host_drained", "1 when the host is drained (no new work placed).",
+                     samples=[({"host": h.spec.name}, 1.0 if h.drained else 0.0) for h in hosts]),
+        MetricFamily("fleet_host_gpus", "GPUs the host's last probe listed.",
+                     samples=[({"host": h.spec.name}, float(len(h.gpus))) for h in hosts]),
+        MetricFamily("fleet_host_load1", "1-minute load average.",
+                     samples=_host_values(hosts, "load_1m")),
+        MetricFamily("fleet_host_cpu_busy_percent", "CPU busy percentage.",
+                     samples=_host_values(hosts, "cpu_busy_pct")),
+        MetricFamily("fleet_host_memory_available_bytes", "Memory available.",
+                     samples=_host_values(hosts, "memory_available_bytes")),
+        MetricFamily("fleet_gpu_utilization_percent", "GPU utilisation.",
+                     samples=_gpu_values(gpus, "utilization_gpu_pct")),
+        MetricFamily("fleet_gpu_memory_used_bytes", "GPU memory used.",
+                     samples=_gpu_values(gpus, "memory_used_bytes")),
+        MetricFamily("fleet_gpu_memory_total_bytes", "GPU memory total.",
+                     samples=_gpu_values(gpus, "memory_total_bytes")),
+        MetricFamily("fleet_gpu_temperature_celsius", "GPU temperature.",
+                     samples=_gpu_values(gpus, "temperature_c")),
+        MetricFamily("fleet_gpu_power_watts", "GPU power draw.",
+                     samples=_gpu_values(gpus, "power_draw_w")),
+        MetricFamily("fleet_gpu_state", "1 for the GPU's current health state "
+                     "(one series per state: " + ", ".join(GPU_STATES) + ").",
+                     samples=[({**_gpu_labels(g), "state": state}, 1.0 if g.state == state else 0.0)
+                              for g in gpus for state in GPU_STATES]),
+        MetricFamily("fleet_gpu_drained", "1 when the GPU is drained (no new work placed).",
+                     samples=[(_gpu_labels(g), 1.0 if g.drained else 0.0) for g in gpus]),
+        MetricFamily("fleet_gpu_allocated", "1 when the GPU is held by a task or reservation.",
+                     samples=[(_gpu_labels(g), 0.0 if g.allocation is None else 1.0)
+                              for g in gpus]),
+        MetricFamily("fleet_allocations", "GPUs currently allocated, by allocation kind.",
+                     samples=[({"kind": kind}, float(allocated.get(kind, 0)))
+                              for kind in ("task", "reservation")]),
+    ]

@@ -1,0 +1,333 @@
+"""Health rules: turn each host's probe outcome into GPU/host state changes and fact-change events.
+
+Pure: no I/O, no clock. The monitor feeds `HealthTracker.observe` one outcome per host per
+interval and applies the returned `HealthChange`s (see fleet.health.apply).
+
+GPU states, worst first: failed (lost, NVML error on the device, or no longer listed) >
+degraded (uncorrectable ECC errors, pending retired pages) > hot (temperature at or above
+`gpu_hot_c`, until it falls below `gpu_cool_c`) > ok. Host: "down" after `host_down_after`
+consecutive failed outcomes, "up" again on the next good one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from db.types import Severity
+from fleet.model import GpuReport, ProbeReport
+
+GPU_OK = "ok"
+GPU_HOT = "hot"
+GPU_DEGRADED = "degraded"
+GPU_FAILED = "failed"
+HOST_UP = "up"
+HOST_DOWN = "down"
+
+# Event kind and severity for a GPU entering each state (entering "ok" depends on where from).
+_GPU_STATE_EVENTS: dict[str, tuple[str, Severity]] = {
+    GPU_HOT: ("gpu_hot", "warning"),
+    GPU_DEGRADED: ("gpu_degraded", "warning"),
+    GPU_FAILED: ("gpu_failed", "error"),
+}
+
+
+@dataclass(frozen=True)
+class HealthSettings:
+    """Thresholds of the health rules (the `health:` settings section)."""
+
+    gpu_hot_c: float = 85.0
+    gpu_cool_c: float = 80.0
+    host_down_after: int = 3
+    ecc_uncorrected_degrades: bool = True
+    retired_pages_degrade: bool = True
+    fact_change_events: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.gpu_cool_c < self.gpu_hot_c:
+            raise ValueError(
+                f"gpu_cool_c ({self.gpu_cool_c:g}) must be below gpu_hot_c ({self.gpu_hot_c:g})"
+            )
+        if self.host_down_after < 1:
+            raise ValueError(f"host_down_after must be at least 1, not {self.host_down_after}")
+
+
+@dataclass(frozen=True)
+class HealthChange:
+    """One thing the rules decided: a GPU or host state change, or an event only.
+
+    A change with `gpu_index` and `new_state` sets that GPU's state; one with no `gpu_index`
+    and a `new_state` sets the host's state; `new_state` None means an event only.
+    """
+
+    host: str
+    gpu_index: int | None
+    kind: str
+    severity: Severity
+    old_state: str | None
+    new_state: str | None
+    message: str
+    data: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def sets_gpu_state(self) -> bool:
+        """True when applying this change writes a GPU's state."""
+        return self.gpu_index is not None and self.new_state is not None
+
+    @property
+    def sets_host_state(self) -> bool:
+        """True when applying this change writes the host's state."""
+        return self.gpu_index is None and self.new_state is not None
+
+    def to_event(self, ts: float, event_id: int | None = None) -> dict[str, object]:
+        """The change as the JSON-ready event dict hooks receive on stdin."""
+        return {
+            "id": event_id,
+            "ts": ts,
+            "kind": self.kind,
+            "severity": self.severity,
+            "host": self.host,
+            "gpu_index": self.gpu_index,
+            "old_state": self.old_state,
+            "new_state": self.new_state,
+            "message": self.message,
+            "data": dict(self.data),
+        }
+
+
+@dataclass(frozen=True)
+class GpuSeed:
+    """A GPU's stored state and facts, to start the tracker where the database left off."""
+
+    index: int
+    state: str = GPU_OK
+    name: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class HostSeed:
+    """A host's stored state and facts, to start the tracker where the database left off."""
+
+    host: str
+    state: str = "unknown"
+    gpu_count: int | None = None
+    driver_version: str | None = None
+    gpus: tuple[GpuSeed, ...] = ()
+
+
+@dataclass
+class _GpuMemory:
+    state: str = GPU_OK
+    hot: bool = False
+    name: str | None = None
+    uuid: str | None = None
+
+
+@dataclass
+class _HostMemory:
+    state: str = "unknown"
+    failures: int = 0
+    gpu_count: int | None = None
+    driver_version: str | None = None
+    gpus: dict[int, _GpuMemory] = field(default_factory=dict)
+
+
+class HealthTracker:
+    """Remembers each host's and GPU's health between outcomes and reports what changed."""
+
+    def __init__(self, settings: HealthSettings | None = None,
+                 seeds: Iterable[HostSeed] = ()) -> None:
+        self.settings = settings or HealthSettings()
+        self._hosts: dict[str, _HostMemory] = {}
+        for host_seed in seeds:
+            self.seed(host_seed)
+
+    def seed(self, host_seed: HostSeed) -> None:
+        """Start `host_seed.host` from stored state, so a restart does not re-fire its events.
+
+        A stored "down" host counts as already past the failure threshold; a stored "hot" GPU
+        is inside its hysteresis band; a stored "lost" GPU counts as "failed".
+        """
+        memory = _HostMemory(
+            state=host_seed.state,
+            failures=self.settings.host_down_after if host_seed.state == HOST_DOWN else 0,
+            gpu_count=host_seed.gpu_count,
+            driver_version=host_seed.driver_version,
+        )
+        for gpu in host_seed.gpus:
+            state = GPU_FAILED if gpu.state == "lost" else gpu.state
+            memory.gpus[gpu.index] = _GpuMemory(
+                state=state, hot=state == GPU_HOT, name=gpu.name, uuid=gpu.uuid
+            )
+        self._hosts[host_seed.host] = memory
+
+    def forget(self, host: str) -> None:
+        """Drop what is remembered about `host` (it left the inventory)."""
+        self._hosts.pop(host, None)
+
+    def host_state(self, host: str) -> str | None:
+        """The host's health state as tracked ("up", "down", or the seeded one), or None."""
+        memory = self._hosts.get(host)
+        return None if memory is None else memory.state
+
+    def gpu_state(self, host: str, index: int) -> str | None:
+        """The GPU's health state as tracked, or None if the GPU was never seen."""
+        memory = self._hosts.get(host)
+        gpu = None if memory is None else memory.gpus.get(index)
+        return None if gpu is None else gpu.state
+
+    def observe(self, host: str, state: str, reason: str | None, report: ProbeReport | None,
+                now: float) -> list[HealthChange]:
+        """Take one probe outcome of `host` ("up" with a report, or a failure state and reason).
+
+        Returns the changes, in the order they should be applied; `now` (epoch seconds) goes
+        into the change data.
+        """
+        memory = self._hosts.setdefault(host, _HostMemory())
+        if state != HOST_UP or report is None:
+            return self._failed_outcome(host, memory, state, reason, now)
+        changes: list[HealthChange] = []
+        memory.failures = 0
+        if memory.state == HOST_DOWN:
+            changes.append(HealthChange(
+                host, None, "host_up", "info", HOST_DOWN, HOST_UP,
+                f"{host}: down -> up (answering again)", {"from": HOST_DOWN, "to": HOST_UP,
+                                                            "at": now},
+            ))
+        memory.state = HOST_UP
+        if self.settings.fact_change_events:
+            changes.extend(self._fact_changes(host, memory, report))
+        memory.gpu_count = len(report.gpus)
+        if report.host.driver_version is not None:
+            memory.driver_version = report.host.driver_version
+        changes.extend(self._gpu_changes(host, memory, report, now))
+        return changes
+
+    def _failed_outcome(self, host: str, memory: _HostMemory, state: str, reason: str | None,
+                        now: float) -> list[HealthChange]:
+        memory.failures += 1
+        if memory.failures < self.settings.host_down_after or memory.state == HOST_DOWN:
+            return []
+        previous = memory.state
+        memory.state = HOST_DOWN
+        why = f"{state}: {reason}" if reason else state
+        return [HealthChange(
+            host, None, "host_down", "error", previous, HOST_DOWN,
+            f"{host}: {previous} -> down after {memory.failures} failed probes ({why})",
+            {"from": previous, "to": HOST_DOWN, "failures": memory.failures,
+             "last_state": state, "reason": reason, "at": now},
+        )]
+
+    def _fact_changes(self, host: str, memory: _HostMemory,
+                      report: ProbeReport) -> list[HealthChange]:
+        changes: list[HealthChange] = []
+        count = len(report.gpus)
+        if memory.gpu_count is not None and count != memory.gpu_count:
+            detail = f" ({report.gpu_reason})" if report.gpu_reason else ""
+            changes.append(HealthChange(
+                host, None, "gpu_count_changed", "warning", None, None,
+                f"{host}: GPU count {memory.gpu_count} -> {count}{detail}",
+                {"from": memory.gpu_count, "to": count, "reason": report.gpu_reason},
+            ))
+        driver = report.host.driver_version
+        if driver is not None and memory.driver_version is not None \
+                and driver != memory.driver_version:
+            changes.append(HealthChange(
+                host, None, "driver_version_changed", "warning", None, None,
+                f"{host}: driver {memory.driver_version} -> {driver}",
+                {"from": memory.driver_version, "to": driver},
+            ))
+        for gpu in report.gpus:
+            known = memory.gpus.get(gpu.index)
+            if known is None:
+                continue
+            for fact, old, new in (("name", known.name, gpu.name), ("uuid", known.uuid, gpu.uuid)):
+                if old is not None and new is not None and old != new:
+                    what = "model" if fact == "name" else "UUID (GPU replaced?)"
+                    changes.append(HealthChange(
+                        host, gpu.index, "gpu_changed", "warning", None, None,
+                        f"{host} GPU {gpu.index}: {what} {old} -> {new}",
+                        {"field": fact, "from": old, "to": new},
+                    ))
+        return changes
+
+    def _gpu_changes(self, host: str, memory: _HostMemory, report: ProbeReport,
+                     now: float) -> list[HealthChange]:
+        changes: list[HealthChange] = []
+        listed: set[int] = set()
+        for gpu in report.gpus:
+            listed.add(gpu.index)
+            known = memory.gpus.setdefault(gpu.index, _GpuMemory())
+            known.name = gpu.name or known.name
+            known.uuid = gpu.uuid or known.uuid
+            known.hot = self._is_hot(known.hot, gpu.temperature_c)
+            new_state, cause = self._gpu_state(gpu, known.hot)
+            data: dict[str, object] = {
+                "temperature_c": gpu.temperature_c,
+                "ecc_errors_uncorrected": gpu.ecc_errors_uncorrected,
+                "retired_pages_pending": gpu.retired_pages_pending,
+                "lost": gpu.lost,
+                "error": gpu.error,
+                "uuid": gpu.uuid,
+            }
+            change = self._transition(host, gpu.index, known, new_state, cause, data, now)
+            if change is not None:
+                changes.append(change)
+        for index in sorted(set(memory.gpus) - listed):
+            known = memory.gpus[index]
+            known.hot = False
+            why = report.gpu_reason or "the probe no longer lists it"
+            change = self._transition(host, index, known, GPU_FAILED, f"missing: {why}",
+                                      {"missing": True, "uuid": known.uuid}, now)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _transition(self, host: str, index: int, known: _GpuMemory, new_state: str, cause: str,
+                    data: dict[str, object], now: float) -> HealthChange | None:
+        old_state = known.state
+        if new_state == old_state:
+            return None
+        known.state = new_state
+        severity: Severity
+        if new_state == GPU_OK:
+            kind, severity = ("gpu_cooled" if old_state == GPU_HOT else "gpu_recovered"), "info"
+        else:
+            kind, severity = _GPU_STATE_EVENTS[new_state]
+        return HealthChange(
+            host, index, kind, severity, old_state, new_state,
+            f"{host} GPU {index}: {old_state} -> {new_state} ({cause})",
+            {"from": old_state, "to": new_state, "cause": cause, "at": now, **data},
+        )
+
+    def _is_hot(self, was_hot: bool, temperature_c: float | None) -> bool:
+        """Hysteresis: hot from gpu_hot_c upwards, ok again only below gpu_cool_c."""
+        if temperature_c is None:
+            return was_hot
+        if was_hot:
+            return temperature_c >= self.settings.gpu_cool_c
+        return temperature_c >= self.settings.gpu_hot_c
+
+    def _gpu_state(self, gpu: GpuReport, hot: bool) -> tuple[str, str]:
+        """The state a GPU reading puts the GPU in, and why."""
+        if gpu.lost or gpu.error is not None:
+            return GPU_FAILED, gpu.error or "NVML reports the GPU is lost"
+        degraded: list[str] = []
+        if self.settings.ecc_uncorrected_degrades and (gpu.ecc_errors_uncorrected or 0) > 0:
+            degraded.append(f"{gpu.ecc_errors_uncorrected} uncorrectable ECC errors")
+        if self.settings.retired_pages_degrade and gpu.retired_pages_pending:
+            degraded.append("retired pages pending")
+        if degraded:
+            return GPU_DEGRADED, ", ".join(degraded)
+        if hot:
+            return GPU_HOT, (f"temperature {_celsius(gpu.temperature_c)}, ceiling "
+                             f"{self.settings.gpu_hot_c:g} °C, ok below "
+                             f"{self.settings.gpu_cool_c:g} °C")
+        if gpu.temperature_c is not None:
+            return GPU_OK, f"temperature {_celsius(gpu.temperature_c)}"
+        return GPU_OK, "healthy"
+
+
+def _celsius(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:g} °C"

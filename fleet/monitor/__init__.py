@@ -1,0 +1,1 @@
+"""The monitor: pooled SSH connections, streaming probes, batched recording, live snapshots."""

@@ -1,0 +1,345 @@
+"""The Monitor: one loop per host, batched recording, the live snapshot, per-interval summaries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from fleet.health.hooks import HookRunner
+from fleet.health.rules import HOST_DOWN, HealthTracker
+from fleet.model import HostSpec, ProbeReport
+from fleet.monitor.local import LocalStream
+from fleet.monitor.pool import ConnectionPool
+from fleet.monitor.snapshots import SnapshotHub
+from fleet.monitor.stream import HostStream, StreamStats
+from fleet.monitor.writer import EventIn, SampleWriter
+from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
+
+if TYPE_CHECKING:
+    from db.engine import Database
+    from fleet.monitor.config import Settings
+    from fleet.ssh.options import SshOptions
+
+log = logging.getLogger("fleet.monitor")
+
+# How long changes are gathered before one snapshot is published (at most).
+PUBLISH_COALESCE_S = 0.05
+
+
+@dataclass(frozen=True)
+class MonitorSummary:
+    """One interval's one-line summary."""
+
+    at: float
+    hosts_up: int
+    hosts_down: int
+    gpus: int
+    gpus_hot: int
+    gpus_failed: int
+    samples_written: int
+    buffered: int
+
+    def line(self) -> str:
+        """`hosts 7 up 1 down | GPUs 56 (2 hot, 1 failed) | 448 samples written`."""
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.at))
+        return (
+            f"{stamp} hosts {self.hosts_up} up {self.hosts_down} down | GPUs {self.gpus} "
+            f"({self.gpus_hot} hot, {self.gpus_failed} failed) | "
+            f"{self.samples_written} samples written"
+        )
+
+
+SummaryCallback = Callable[[MonitorSummary], None]
+
+
+class Monitor:
+    """Watches `specs` continuously until stop(); see the module docstrings of fleet.monitor."""
+
+    def __init__(
+        self,
+        specs: Sequence[HostSpec],
+        database: Database,
+        ssh_options: SshOptions,
+        settings: Settings,
+        *,
+        on_summary: SummaryCallback | None = None,
+    ) -> None:
+        self.specs = tuple(specs)
+        self.settings = settings
+        self.options = settings.ssh.apply(ssh_options)
+        self.pool = ConnectionPool(self.options, settings.monitor.max_handshakes)
+        self.writer = SampleWriter(database, settings.monitor.flush_rows)
+        self.hub = SnapshotHub()
+        self.on_summary = on_summary
+        self.samples_written = 0
+        self._hosts: dict[str, HostSnapshot] = {
+            spec.name: HostSnapshot(spec=spec, state="unknown") for spec in self.specs
+        }
+        self._changed: set[str] = set(self._hosts)
+        self._dirty = asyncio.Event()
+        self._streams: dict[str, HostStream | LocalStream] = {}
+        self._host_tasks: dict[str, asyncio.Task[None]] = {}
+        self._service_tasks: list[asyncio.Task[None]] = []
+        self._running = False
+        self._written_since_summary = 0
+        self._raw_states: dict[str, tuple[str, str]] = {}
+        self.health = HealthTracker(settings.health)
+        self.hooks: HookRunner | None = None
+        self.retention_passes = 0
+
+    @property
+    def running(self) -> bool:
+        """True between start() and stop()."""
+        return self._running
+
+    def stream_stats(self) -> dict[str, StreamStats]:
+        """Each host's loop counters."""
+        return {name: stream.stats for name, stream in self._streams.items()}
+
+    async def start(self) -> None:
+        """Register the hosts, start one loop per host and the writer, publisher and summary."""
+        if self._running:
+            return
+        for seed in await self.writer.register_hosts(list(self.specs)):
+            self.health.seed(seed)
+        self.hooks = HookRunner(self.settings.hooks, on_failure=self._hook_failed)
+        self._running = True
+        for spec in self.specs:
+            stream: HostStream | LocalStream
+            if spec.connection == "local":
+                stream = LocalStream(spec, self.settings.monitor, self)
+            else:
+                stream = HostStream(spec, self.pool, self.settings.monitor, self)
+            self._streams[spec.name] = stream
+            self._host_tasks[spec.name] = asyncio.create_task(
+                stream.run(), name=f"monitor {spec.name}"
+            )
+        self._service_tasks = [
+            asyncio.create_task(self._flush_loop(), name="monitor flush"),
+            asyncio.create_task(self._publish_loop(), name="monitor publish"),
+            asyncio.create_task(self._interval_loop(), name="monitor interval"),
+            asyncio.create_task(self._retention_loop(), name="monitor retention"),
+        ]
+        self._publish()
+
+    async def stop(self) -> None:
+        """Stop every probe (stdin closed, then killed by pid if it lingers), flush, close."""
+        if not self._running:
+            return
+        self._running = False
+        await asyncio.gather(*(stream.stop() for stream in self._streams.values()))
+        tasks = list(self._host_tasks.values())
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.monitor.stop_grace)
+            lingering = [name for name, task in self._host_tasks.items() if task in pending]
+            if lingering:
+                log.warning("probes of %s did not exit in time: killing them", lingering)
+                await asyncio.gather(
+                    *(self._streams[name].kill_remote_probe() for name in lingering)
+                )
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending, timeout=self.options.command_timeout)
+        for task in self._service_tasks:
+            task.cancel()
+        for task in self._service_tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._written_since_summary += await self.writer.flush()
+        self.samples_written = self.writer.stats.gpu_samples
+        self._submit_hooks()
+        await self.pool.close()
+        if self.hooks is not None:
+            await self.hooks.close()
+            await self.writer.flush()  # failures of the last hooks are events too
+        self._publish()
+        self.hub.close()
+
+    def snapshot(self) -> FleetSnapshot | None:
+        """The newest published snapshot."""
+        return self.hub.latest
+
+    def subscribe(self, names: frozenset[str] | None = None) -> AsyncGenerator[FleetSnapshot, None]:
+        """Snapshots as they change (coalesced), optionally only the hosts in `names`."""
+        if names is None:
+            return self.hub.subscribe()
+
+        def narrow(snapshot: FleetSnapshot, changed: frozenset[str]) -> FleetSnapshot:
+            hosts = tuple(host for host in snapshot.hosts if host.spec.name in names)
+            return FleetSnapshot(snapshot.taken_at, hosts, changed & names)
+
+        return self.hub.subscribe(narrow)
+
+    # ---- HostSink: called by the host loops on the event loop ----
+
+    def on_report(self, spec: HostSpec, report: ProbeReport) -> None:
+        """A good reading of `spec`: buffer it, apply the health rules, update its snapshot."""
+        name = spec.name
+        previous = self._hosts[name]
+        now = time.time()
+        self.writer.add_report(name, report)
+        self.writer.add_health_changes(self.health.observe(name, "up", None, report, now), now)
+        if previous.state != "up":
+            self.writer.set_host_state(name, "up", None, now)
+        drains = self.writer.drains
+        gpus = tuple(
+            GpuSnapshot(
+                host=name,
+                index=gpu.index,
+                reading=gpu,
+                state=self.health.gpu_state(name, gpu.index) or "ok",
+                drained=(name, gpu.index) in drains.gpus,
+                drain_reason=drains.gpus.get((name, gpu.index)),
+            )
+            for gpu in report.gpus
+        )
+        self._update(
+            replace(
+                previous, state="up", reason=None, report=report, last_seen=now, gpus=gpus,
+                drained=name in drains.hosts, drain_reason=drains.hosts.get(name),
+            )
+        )
+
+    def on_failure(self, spec: HostSpec, state: str, reason: str) -> None:
+        """`spec` could not be read: keep its last report, show the failure (or "down")."""
+        name = spec.name
+        previous = self._hosts[name]
+        log.info("%s: %s: %s", name, state, reason)
+        self._raw_states[name] = (state, reason)
+        shown = HOST_DOWN if self.health.host_state(name) == HOST_DOWN else state
+        if shown != previous.state and shown != HOST_DOWN:
+            self.writer.set_host_state(name, shown, reason, time.time())
+        self._update(replace(previous, state=shown, reason=reason))
+
+    def _observe_failures(self) -> None:
+        """Once per interval, count one failed outcome for every host that is not up."""
+        now = time.time()
+        for name, host in list(self._hosts.items()):
+            if host.state in ("up", "unknown"):
+                continue
+            state, reason = self._raw_states.get(name, (host.state, host.reason))
+            changes = self.health.observe(name, state, reason, None, now)
+            if changes:
+                self.writer.add_health_changes(changes, now)
+            if self.health.host_state(name) == HOST_DOWN and host.state != HOST_DOWN:
+                self._update(replace(host, state=HOST_DOWN))
+
+    def _hook_failed(self, failure: dict[str, object]) -> None:
+        """A hook run failed: record it as an event (hooks never run for these)."""
+        gpu_index = failure.get("gpu_index")
+        host = failure.get("host")
+        data = failure.get("data")
+        self.writer.add_event(
+            EventIn(
+                ts=time.time(), kind=str(failure.get("kind")), severity="warning",
+                message=str(failure.get("message")),
+                host=host if isinstance(host, str) else None,
+                gpu_index=gpu_index if isinstance(gpu_index, int) else None,
+                data=dict(data) if isinstance(data, dict) else {},
+            )
+        )
+
+    def _submit_hooks(self) -> None:
+        for event in self.writer.take_applied_events():
+            if self.hooks is not None:
+                self.hooks.submit(event)
+
+    def _update(self, host: HostSnapshot) -> None:
+        self._hosts[host.spec.name] = host
+        self._changed.add(host.spec.name)
+        self._dirty.set()
+
+    # ---- background loops ----
+
+    def _publish(self) -> None:
+        changed = frozenset(self._changed)
+        self._changed.clear()
+        self.hub.publish(FleetSnapshot(time.time(), tuple(self._hosts.values()), changed))
+
+    async def _publish_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(PUBLISH_COALESCE_S)
+            self._dirty.clear()
+            self._publish()
+
+    async def _flush_loop(self) -> None:
+        interval = self.settings.monitor.flush_interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.writer.full.wait(), interval)
+            self._written_since_summary += await self.writer.flush()
+            self.samples_written = self.writer.stats.gpu_samples
+            self._submit_hooks()
+            self._apply_drains()
+
+    def _apply_drains(self) -> None:
+        drains = self.writer.drains
+        for name, host in list(self._hosts.items()):
+            gpus = tuple(
+                replace(
+                    gpu,
+                    drained=(name, gpu.index) in drains.gpus,
+                    drain_reason=drains.gpus.get((name, gpu.index)),
+                )
+                for gpu in host.gpus
+            )
+            updated = replace(
+                host, drained=name in drains.hosts, drain_reason=drains.hosts.get(name), gpus=gpus
+            )
+            if updated != host:
+                self._update(updated)
+
+    async def _interval_loop(self) -> None:
+        interval = self.settings.monitor.interval
+        while True:
+            await asyncio.sleep(interval)
+            self._observe_failures()
+            if self.on_summary is not None:
+                self.on_summary(self.summary())
+                self._written_since_summary = 0
+
+    async def _retention_loop(self) -> None:
+        """Roll up and prune samples every retention.interval_s (first pass at start)."""
+        from fleet.health.retention import apply_retention
+
+        settings = self.settings.retention
+
+        def one_pass() -> None:
+            with self.writer.database.session() as session:
+                result = apply_retention(session, settings, time.time())
+            log.info("retention: %s", result)
+
+        while True:
+            try:
+                await asyncio.to_thread(one_pass)
+                self.retention_passes += 1
+            except Exception as exc:
+                from sqlalchemy.exc import SQLAlchemyError
+
+                from db.errors import DatabaseError
+
+                if not isinstance(exc, SQLAlchemyError | DatabaseError):
+                    raise
+                log.error("retention pass failed: %s", exc)
+            await asyncio.sleep(settings.interval_s)
+
+    def summary(self) -> MonitorSummary:
+        """Counts over the current host states (samples written since the last summary)."""
+        hosts = list(self._hosts.values())
+        gpus = [gpu for host in hosts if host.state == "up" for gpu in host.gpus]
+        return MonitorSummary(
+            at=time.time(),
+            hosts_up=sum(1 for host in hosts if host.state == "up"),
+            hosts_down=sum(1 for host in hosts if host.state not in ("up", "unknown")),
+            gpus=len(gpus),
+            gpus_hot=sum(1 for gpu in gpus if gpu.state == "hot"),
+            gpus_failed=sum(1 for gpu in gpus if gpu.state in ("failed", "degraded", "lost")),
+            samples_written=self._written_since_summary,
+            buffered=self.writer.buffered_rows,
+        )

@@ -1,0 +1,274 @@
+"""One host's streaming probe: a long-lived probe process over one channel, restarted on stalls.
+
+The host's loop: get the pooled connection, start `python3 -c BOOTSTRAP` fed the stream program,
+read one JSON line per interval. A probe silent for `stall_intervals` intervals is killed and
+restarted; a failed connection is reported and retried with exponential backoff and jitter.
+Hosts without a usable python3 are read with the one-shot probe (nvidia-smi fallback) instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from fleet.errors import HostError, HostUnreachable, ProbeError
+from fleet.model import HostSpec, ProbeReport
+from fleet.monitor.lines import LineReader, OverlongLine
+from fleet.monitor.pool import Backoff, ConnectionPool
+from fleet.monitor.settings import MonitorSettings
+from fleet.probe.bundle import PYTHON_TOO_OLD_EXIT, probe_command, probe_program
+from fleet.probe.parse import MAX_LINE_BYTES, parse_probe_line, sanitize_text
+
+if TYPE_CHECKING:
+    import asyncssh
+
+log = logging.getLogger("fleet.monitor.stream")
+
+PID_MARKER = b"fleet-probe-pid"
+STDERR_TAIL_BYTES = 2000
+KILL_TIMEOUT_S = 5.0
+_PYTHON_UNUSABLE = (126, 127, PYTHON_TOO_OLD_EXIT)
+
+
+class HostSink(Protocol):
+    """Where a host's loop sends what it sees (called on the event loop, must not block)."""
+
+    def on_report(self, spec: HostSpec, report: ProbeReport) -> None: ...
+
+    def on_failure(self, spec: HostSpec, state: str, reason: str) -> None: ...
+
+
+@dataclass
+class StreamStats:
+    """Counters of one host's loop, for summaries, logs and tests."""
+
+    probes_started: int = 0
+    reports: int = 0
+    garbage_lines: int = 0
+    stalls: int = 0
+    failures: int = 0
+
+
+class _PythonUnusable(Exception):
+    """The host's python cannot run the streaming probe (absent, not executable, too old)."""
+
+
+def stream_command(python: str) -> str:
+    """The probe command line, prefixed with a line that gives the probe's pid (exec keeps it)."""
+    return f"echo {PID_MARKER.decode()} $$; {probe_command(python)}"
+
+
+class HostStream:
+    """The monitoring loop of one SSH host; `run()` until `stop()`."""
+
+    def __init__(
+        self,
+        spec: HostSpec,
+        pool: ConnectionPool,
+        settings: MonitorSettings,
+        sink: HostSink,
+        *,
+        program: Callable[[], bytes] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.pool = pool
+        self.settings = settings
+        self.sink = sink
+        self.stats = StreamStats()
+        self._program = program or (
+            lambda: probe_program("stream", settings.interval, settings.tasks_dir)
+        )
+        self._backoff = Backoff(
+            settings.reconnect_initial, settings.reconnect_max, settings.reconnect_jitter
+        )
+        self._stopping = asyncio.Event()
+        self._process: asyncssh.SSHClientProcess[bytes] | None = None
+        self._remote_pid: int | None = None
+
+    async def run(self) -> None:
+        """Monitor the host until stop(); every failure is reported to the sink, never raised."""
+        while not self._stopping.is_set():
+            try:
+                conn = await self.pool.acquire(self.spec)
+                try:
+                    await self._stream(conn)
+                except _PythonUnusable as exc:
+                    log.warning("%s: %s; reading it with one-shot probes", self.spec.name, exc)
+                    await self._poll_once_mode(conn)
+            except HostError as exc:
+                self._fail(exc.state, exc.detail)
+                connection = self.pool.connection(self.spec.name)
+                if connection is None or isinstance(exc, HostUnreachable):
+                    self.pool.discard(self.spec.name)
+                await self._sleep(self._backoff.next_delay())
+
+    async def stop(self) -> None:
+        """Ask the probe to exit (stdin closed); the run() loop then returns."""
+        self._stopping.set()
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                process.stdin.write_eof()
+
+    async def kill_remote_probe(self) -> None:
+        """SIGKILL the current probe process on the host by pid (it may be stopped or hung)."""
+        pid = self._remote_pid
+        conn = self.pool.connection(self.spec.name)
+        if pid is None or conn is None:
+            return
+        from fleet.ssh.run import run_command
+
+        try:
+            await run_command(
+                conn, f"kill -KILL {int(pid)}", host=self.spec.name,
+                timeout=min(KILL_TIMEOUT_S, self.pool.options.command_timeout),
+            )
+        except HostError as exc:
+            log.warning("%s: could not kill probe pid %d: %s", self.spec.name, pid, exc.detail)
+
+    def _fail(self, state: str, reason: str) -> None:
+        self.stats.failures += 1
+        self.sink.on_failure(self.spec, state, reason)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _stream(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Run one probe process until it ends, stalls, or stop(); HostError on failures."""
+        import asyncssh
+
+        timeout = self.pool.options.command_timeout
+        try:
+            process = await asyncio.wait_for(
+                conn.create_process(stream_command(self.spec.python), encoding=None), timeout
+            )
+        except TimeoutError as exc:
+            raise HostUnreachable(self.spec.name, f"no probe channel within {timeout:g}s") from exc
+        except (asyncssh.Error, OSError) as exc:
+            raise HostUnreachable(self.spec.name, f"cannot start the probe: {exc}") from exc
+        self.stats.probes_started += 1
+        self._process = process
+        self._remote_pid = None
+        stderr_tail = bytearray()
+        stderr_task = asyncio.create_task(_drain(process.stderr, stderr_tail))
+        exited_cleanly = False
+        try:
+            process.stdin.write(self._program())
+            await asyncio.wait_for(process.stdin.drain(), timeout)
+            if self._stopping.is_set():
+                process.stdin.write_eof()
+            exited_cleanly = await self._read_lines(process, conn, stderr_tail)
+        except (asyncssh.Error, OSError) as exc:
+            raise HostUnreachable(self.spec.name, f"probe channel failed: {exc}") from exc
+        except TimeoutError as exc:
+            raise HostUnreachable(self.spec.name, f"probe start timed out: {exc}") from exc
+        finally:
+            self._process = None
+            if not exited_cleanly and not conn.is_closed():
+                await self.kill_remote_probe()
+            process.close()
+            stderr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
+                await stderr_task
+
+    async def _read_lines(
+        self,
+        process: asyncssh.SSHClientProcess[bytes],
+        conn: asyncssh.SSHClientConnection,
+        stderr_tail: bytearray,
+    ) -> bool:
+        """Consume the probe's lines; True when it exited by itself after stop()."""
+        reader = LineReader(process.stdout, MAX_LINE_BYTES)
+        first_deadline = self.pool.options.command_timeout + self.settings.stall_timeout
+        waited_for_first = True
+        while True:
+            limit = first_deadline if waited_for_first else self.settings.stall_timeout
+            try:
+                line = await asyncio.wait_for(reader.next_line(), limit)
+            except TimeoutError:
+                if self._stopping.is_set():
+                    return False
+                self.stats.stalls += 1
+                self._fail("probe_error", f"probe gave no reading for {limit:g}s; restarting it")
+                return False
+            if line is None:
+                return self._ended(process, conn, stderr_tail, reader.partial)
+            if isinstance(line, OverlongLine):
+                self._garbage(f"line of {line.size} bytes exceeds {MAX_LINE_BYTES}")
+                continue
+            if self._remote_pid is None and line.startswith(PID_MARKER):
+                self._remote_pid = _pid_of(line)
+                continue
+            try:
+                report = parse_probe_line(line, self.spec.name)
+            except ProbeError as exc:
+                self._garbage(exc.detail)
+                continue
+            waited_for_first = False
+            self.stats.reports += 1
+            self._backoff.reset()
+            self.sink.on_report(self.spec, report)
+
+    def _garbage(self, why: str) -> None:
+        self.stats.garbage_lines += 1
+        log.warning("%s: skipped a probe line: %s", self.spec.name, why)
+
+    def _ended(
+        self,
+        process: asyncssh.SSHClientProcess[bytes],
+        conn: asyncssh.SSHClientConnection,
+        stderr_tail: bytearray,
+        partial: bytes,
+    ) -> bool:
+        if partial:
+            self._garbage(f"unterminated last line of {len(partial)} bytes")
+        if self._stopping.is_set():
+            return True
+        if conn.is_closed():
+            raise HostUnreachable(self.spec.name, "connection lost")
+        status = process.exit_status
+        tail = sanitize_text(bytes(stderr_tail).decode("utf-8", "replace").replace("\n", " | "),
+                             600)
+        if status in _PYTHON_UNUSABLE and self.stats.reports == 0:
+            raise _PythonUnusable(f"{self.spec.python} unusable (exit {status}): {tail}")
+        how = f"exit status {status}" if status is not None else "no exit status"
+        raise ProbeError(
+            self.spec.name, f"probe ended ({how})" + (f"; stderr: {tail}" if tail else "")
+        )
+
+    async def _poll_once_mode(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Without python: one `--once`-style probe (nvidia-smi fallback) per interval."""
+        from fleet.probe.runner import probe_ssh
+
+        loop = asyncio.get_running_loop()
+        while not self._stopping.is_set():
+            started = loop.time()
+            report = await probe_ssh(
+                conn, self.spec, timeout=self.pool.options.command_timeout,
+                tasks_dir=self.settings.tasks_dir,
+            )
+            self.stats.reports += 1
+            self._backoff.reset()
+            self.sink.on_report(self.spec, report)
+            await self._sleep(max(0.0, self.settings.interval - (loop.time() - started)))
+
+
+def _pid_of(line: bytes) -> int | None:
+    parts = line.split()
+    if len(parts) == 2 and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+async def _drain(source: asyncssh.SSHReader[bytes], tail: bytearray) -> None:
+    """Read a channel's stderr to its end, keeping only the last bytes (for error messages)."""
+    while chunk := await source.read(65536):
+        tail += chunk
+        if len(tail) > STDERR_TAIL_BYTES:
+            del tail[: len(tail) - STDERR_TAIL_BYTES]
+

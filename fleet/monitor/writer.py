@@ -1,0 +1,328 @@
+"""Batched recording: buffered samples, state changes and events written in one transaction.
+
+Host and GPU facts are upserted only when they differ from the last ones written (a cache per
+host), so a steady fleet costs two executemany inserts per flush and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fleet.errors import FleetError
+from fleet.health.rules import HealthChange, HostSeed
+from fleet.model import HostSpec, ProbeReport
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from db.engine import Database
+    from db.types import GpuFacts, GpuSampleIn, HostProbeFacts, HostSampleIn, Severity
+
+log = logging.getLogger("fleet.monitor.writer")
+
+# Buffered rows kept while the database refuses writes; beyond this the oldest are dropped.
+MAX_BACKLOG_FLUSHES = 10
+
+
+@dataclass(frozen=True)
+class EventIn:
+    """An event to record; host and GPU are named (ids are resolved at write time)."""
+
+    ts: float
+    kind: str
+    severity: Severity
+    message: str
+    host: str | None = None
+    gpu_index: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Drains:
+    """Drain flags as stored: host name → reason, (host name, GPU index) → reason."""
+
+    hosts: dict[str, str | None] = field(default_factory=dict)
+    gpus: dict[tuple[str, int], str | None] = field(default_factory=dict)
+
+
+@dataclass
+class _Batch:
+    reports: list[tuple[str, ProbeReport]] = field(default_factory=list)
+    states: dict[str, tuple[str, str | None, float]] = field(default_factory=dict)
+    events: list[EventIn] = field(default_factory=list)
+    health: list[tuple[HealthChange, float]] = field(default_factory=list)
+    gpu_rows: int = 0
+
+
+@dataclass
+class WriterStats:
+    """What the writer has done so far."""
+
+    flushes: int = 0
+    host_samples: int = 0
+    gpu_samples: int = 0
+    events: int = 0
+    facts_writes: int = 0
+    failed_flushes: int = 0
+    dropped_reports: int = 0
+
+
+class SampleWriter:
+    """Buffers what the monitor sees and writes it in batches from a worker thread."""
+
+    def __init__(self, database: Database, flush_rows: int) -> None:
+        self.database = database
+        self.flush_rows = flush_rows
+        self.stats = WriterStats()
+        self.drains = Drains()
+        self._batch = _Batch()
+        self._host_ids: dict[str, int] = {}
+        self._gpu_ids: dict[str, dict[int, int]] = {}
+        self._facts: dict[str, tuple[HostProbeFacts, tuple[GpuFacts, ...]]] = {}
+        self._lock = asyncio.Lock()
+        self._applied: list[dict[str, object]] = []
+        self.full = asyncio.Event()
+
+    async def register_hosts(self, specs: list[HostSpec]) -> list[HostSeed]:
+        """Insert or update the monitored hosts' rows; returns the stored health state to resume.
+
+        Called once, before the first flush.
+        """
+        from db.hosts import sync_hosts
+        from fleet.health.apply import load_health_seeds
+        from fleet.recorder import host_facts
+
+        def register() -> tuple[dict[str, int], list[HostSeed]]:
+            with self.database.session() as session:
+                ids = sync_hosts(session, [host_facts(spec) for spec in specs], _now_s())
+                seeds = load_health_seeds(session)
+            return ids, seeds
+
+        self._host_ids, seeds = await asyncio.to_thread(register)
+        return [seed for seed in seeds if seed.host in self._host_ids]
+
+    def add_report(self, host: str, report: ProbeReport) -> None:
+        """Buffer one reading of `host`."""
+        self._batch.reports.append((host, report))
+        self._batch.gpu_rows += len(report.gpus) + 1
+        if self._batch.gpu_rows >= self.flush_rows:
+            self.full.set()
+
+    def set_host_state(self, host: str, state: str, reason: str | None, ts: float) -> None:
+        """Buffer a host state change (the last one per flush wins)."""
+        self._batch.states[host] = (state, reason, ts)
+
+    def add_event(self, event: EventIn) -> None:
+        """Buffer an event row."""
+        self._batch.events.append(event)
+
+    def add_health_changes(self, changes: list[HealthChange], now: float) -> None:
+        """Buffer health rule decisions (states and events, written after the samples' facts)."""
+        self._batch.health.extend((change, now) for change in changes)
+
+    def take_applied_events(self) -> list[dict[str, object]]:
+        """Event payloads (with their row ids) of health changes written since the last call."""
+        events, self._applied = self._applied, []
+        return events
+
+    @property
+    def buffered_rows(self) -> int:
+        """Sample rows waiting for the next flush."""
+        return self._batch.gpu_rows
+
+    async def flush(self) -> int:
+        """Write everything buffered in one transaction; returns GPU sample rows written.
+
+        On a database error the batch is kept for the next flush (bounded) and 0 is returned.
+        """
+        async with self._lock:
+            batch, self._batch = self._batch, _Batch()
+            self.full.clear()
+            if not (batch.reports or batch.states or batch.events or batch.health):
+                await self._refresh_drains()
+                return 0
+            try:
+                written = await asyncio.to_thread(self._write, batch)
+            except (FleetError, OSError, LookupError, ValueError) as exc:
+                self._keep_for_retry(batch, exc)
+                return 0
+            except Exception as exc:
+                from sqlalchemy.exc import SQLAlchemyError
+
+                from db.errors import DatabaseError
+
+                if not isinstance(exc, SQLAlchemyError | DatabaseError):
+                    raise
+                self._keep_for_retry(batch, exc)
+                return 0
+            return written
+
+    def _keep_for_retry(self, batch: _Batch, exc: BaseException) -> None:
+        self.stats.failed_flushes += 1
+        log.error("cannot write %d readings to the database: %s", len(batch.reports), exc)
+        retained = batch.reports + self._batch.reports
+        limit = max(1, self.flush_rows * MAX_BACKLOG_FLUSHES)
+        rows = 0
+        kept: list[tuple[str, ProbeReport]] = []
+        for host, report in reversed(retained):
+            rows += len(report.gpus) + 1
+            if rows > limit:
+                self.stats.dropped_reports += len(retained) - len(kept)
+                break
+            kept.append((host, report))
+        kept.reverse()
+        current = self._batch
+        self._batch = _Batch(
+            reports=kept,
+            states={**batch.states, **current.states},
+            events=batch.events + current.events,
+            health=batch.health + current.health,
+            gpu_rows=sum(len(report.gpus) + 1 for _, report in kept),
+        )
+
+    async def _refresh_drains(self) -> None:
+        try:
+            self.drains = await asyncio.to_thread(self._read_drains_only)
+        except Exception as exc:
+            from sqlalchemy.exc import SQLAlchemyError
+
+            from db.errors import DatabaseError
+
+            if not isinstance(exc, SQLAlchemyError | DatabaseError):
+                raise
+            log.error("cannot read drain flags: %s", exc)
+
+    def _read_drains_only(self) -> Drains:
+        with self.database.session() as session:
+            return _read_drains(session)
+
+    def _write(self, batch: _Batch) -> int:
+        """The flush's transaction (runs in a worker thread)."""
+        from db.samples import record_samples
+
+        with self.database.session() as session:
+            self._write_states(session, batch)
+            host_samples, gpu_samples = self._samples(session, batch.reports)
+            applied = self._write_health(session, batch.health)
+            self._write_events(session, batch.events)
+            self._touch_hosts(session, {host for host, _ in batch.reports})
+            record_samples(session, host_samples, gpu_samples)
+            self.drains = _read_drains(session)
+        self._applied.extend(applied)
+        self.stats.flushes += 1
+        self.stats.host_samples += len(host_samples)
+        self.stats.gpu_samples += len(gpu_samples)
+        self.stats.events += len(batch.events) + len(applied)
+        return len(gpu_samples)
+
+    def _write_states(self, session: Session, batch: _Batch) -> None:
+        from typing import cast
+
+        from db.hosts import update_host_state
+        from db.types import HostState
+
+        for host, (state, reason, ts) in batch.states.items():
+            host_id = self._host_ids.get(host)
+            if host_id is not None:
+                update_host_state(session, host_id, cast(HostState, state), reason, int(ts))
+
+    def _samples(
+        self, session: Session, reports: list[tuple[str, ProbeReport]]
+    ) -> tuple[list[HostSampleIn], list[GpuSampleIn]]:
+        from fleet.recorder import (
+            gpu_facts,
+            gpu_sample,
+            host_probe_facts,
+            host_sample,
+            record_report_facts,
+        )
+
+        host_samples: list[HostSampleIn] = []
+        gpu_samples: list[GpuSampleIn] = []
+        for host, report in reports:
+            host_id = self._host_ids.get(host)
+            if host_id is None:
+                continue
+            facts = (host_probe_facts(report), gpu_facts(report))
+            if self._facts.get(host) != facts or host not in self._gpu_ids:
+                self._gpu_ids[host] = record_report_facts(
+                    session, host_id, host, report, int(report.timestamp), events=False
+                )
+                self._facts[host] = facts
+                self.stats.facts_writes += 1
+            ts_ms = int(report.timestamp * 1000)
+            host_samples.append(host_sample(host_id, ts_ms, report))
+            ids = self._gpu_ids[host]
+            gpu_samples.extend(
+                gpu_sample(ids[gpu.index], ts_ms, gpu) for gpu in report.gpus if gpu.index in ids
+            )
+        return host_samples, gpu_samples
+
+    def _write_health(
+        self, session: Session, changes: list[tuple[HealthChange, float]]
+    ) -> list[dict[str, object]]:
+        from fleet.health.apply import apply_health_changes
+
+        events: list[dict[str, object]] = []
+        for change, now in changes:
+            events.extend(
+                applied.event for applied in apply_health_changes(session, [change], now)
+            )
+        return events
+
+    def _write_events(self, session: Session, events: list[EventIn]) -> None:
+        from db.events import add_event
+
+        for event in events:
+            host_id = self._host_ids.get(event.host) if event.host else None
+            gpu_id = None
+            if event.host is not None and event.gpu_index is not None:
+                gpu_id = self._gpu_ids.get(event.host, {}).get(event.gpu_index)
+            add_event(
+                session, ts=int(event.ts), kind=event.kind, severity=event.severity,
+                message=event.message, host_id=host_id, gpu_id=gpu_id, data=event.data,
+            )
+
+    def _touch_hosts(self, session: Session, hosts: set[str]) -> None:
+        """last_seen / last_probe_at of every host that reported, in one UPDATE."""
+        from sqlalchemy import update
+
+        from db.models import Host
+
+        ids = [self._host_ids[host] for host in hosts if host in self._host_ids]
+        if ids:
+            now = _now_s()
+            session.execute(
+                update(Host).where(Host.id.in_(ids)).values(last_seen=now, last_probe_at=now)
+            )
+
+
+def _read_drains(session: Session) -> Drains:
+    from sqlalchemy import select
+
+    from db.models import Gpu, Host
+
+    hosts = {
+        name: reason
+        for name, reason in session.execute(
+            select(Host.name, Host.drain_reason).where(Host.drained.is_(True))
+        )
+    }
+    gpus = {
+        (name, idx): reason
+        for name, idx, reason in session.execute(
+            select(Host.name, Gpu.idx, Gpu.drain_reason)
+            .join(Host, Host.id == Gpu.host_id)
+            .where(Gpu.drained.is_(True))
+        )
+    }
+    return Drains(hosts, gpus)
+
+
+def _now_s() -> int:
+    import time
+
+    return int(time.time())

@@ -1,0 +1,97 @@
+"""Claiming placed GPUs in one database transaction; the unique index refuses double-booking."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from db.allocation_details import allocation_details, gpu_ids_by_index
+from db.allocations import claim_gpus, expire_reservations
+from db.engine import Database
+from db.errors import AllocationConflict as DbAllocationConflict
+from db.types import AllocationKind
+from fleet.errors import AllocationConflict, DispatchError
+from fleet.placement.place import PlacementResult
+
+
+@dataclass(frozen=True)
+class Claim:
+    """GPUs held by one task or reservation: where they are and the allocation ids holding them.
+
+    `gpu_uuids[i]` is the UUID of GPU `gpu_indices[i]` (None if never read). `placement` is the
+    placement that chose them and `attempts` how many place-and-claim rounds it took.
+    """
+
+    host: str
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str | None, ...]
+    allocation_ids: tuple[int, ...]
+    kind: str
+    owner: str
+    task_id: int | None = None
+    note: str | None = None
+    created_at: int = 0
+    expires_at: int | None = None
+    placement: PlacementResult | None = None
+    attempts: int = 1
+
+    @property
+    def cuda_visible_devices(self) -> str:
+        """The CUDA_VISIBLE_DEVICES value: the GPUs' UUIDs (their indices if a UUID is unknown)."""
+        if all(uuid for uuid in self.gpu_uuids):
+            return ",".join(uuid for uuid in self.gpu_uuids if uuid)
+        return ",".join(str(index) for index in self.gpu_indices)
+
+
+def claim(
+    database: Database,
+    host: str,
+    gpu_indices: Sequence[int],
+    *,
+    kind: AllocationKind,
+    owner: str,
+    task_id: int | None = None,
+    note: str | None = None,
+    expires_at: int | None = None,
+    now: int | None = None,
+) -> Claim:
+    """Allocate these GPUs of `host`, all or none, in one transaction.
+
+    Expired reservations are released first (in the same transaction), so an expired hold never
+    blocks a claim. Raises fleet.errors.AllocationConflict naming the GPUs another claim holds
+    (checked, or refused by the database's unique index when two processes race), and
+    DispatchError when the database does not know one of the GPUs.
+    """
+    moment = int(now if now is not None else time.time())
+    indices = sorted(set(gpu_indices))
+    if not indices:
+        raise DispatchError(f"nothing to claim on {host}: no GPU indices given")
+    ids: dict[int, int] = {}
+    try:
+        with database.session() as session:
+            expire_reservations(session, moment)
+            ids = gpu_ids_by_index(session, host, indices)
+            unknown = [index for index in indices if index not in ids]
+            if unknown:
+                raise DispatchError(f"{host} has no GPU {unknown} in the database")
+            gpu_ids = [ids[index] for index in indices]
+            allocation_ids = claim_gpus(session, gpu_ids, kind=kind, owner=owner, now=moment,
+                                        task_id=task_id, note=note, expires_at=expires_at)
+            details = {row.gpu_id: row for row in
+                       allocation_details(session, allocation_ids=allocation_ids)}
+    except DbAllocationConflict as exc:
+        taken = sorted(index for index, gpu_id in ids.items() if gpu_id in exc.gpu_ids)
+        raise AllocationConflict(f"{host} GPU {taken or indices} already allocated") from exc
+    return Claim(
+        host=host,
+        gpu_indices=tuple(indices),
+        gpu_uuids=tuple(details[gpu_id].uuid for gpu_id in gpu_ids),
+        allocation_ids=tuple(details[gpu_id].id for gpu_id in gpu_ids),
+        kind=kind,
+        owner=owner,
+        task_id=task_id,
+        note=note,
+        created_at=moment,
+        expires_at=expires_at,
+    )

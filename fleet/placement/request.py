@@ -1,0 +1,200 @@
+"""What a placement asks for: GPU count, limits, host constraints, policy; memory-size parsing."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from fleet.errors import ConfigError
+
+DEFAULT_POLICY = "least-loaded"
+# A sample older than this is not trusted for placement; the candidates' hosts are probed again.
+DEFAULT_MAX_SAMPLE_AGE_S = 30.0
+
+_MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_MEMORY_PATTERN = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+_PERCENT_PATTERN = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+
+
+@dataclass(frozen=True)
+class MemorySize:
+    """An amount of GPU memory: absolute bytes, or a fraction of each GPU's total memory."""
+
+    bytes: int | None = None
+    fraction: float | None = None
+
+    def required_bytes(self, total_bytes: int | None) -> int | None:
+        """Bytes needed on a GPU of `total_bytes` memory (None: a fraction of an unknown total)."""
+        if self.bytes is not None:
+            return self.bytes
+        if self.fraction is None or total_bytes is None:
+            return None
+        return math.ceil(self.fraction * total_bytes)
+
+    def __str__(self) -> str:
+        if self.fraction is not None:
+            return f"{self.fraction * 100:g}%"
+        return format_memory(self.bytes or 0)
+
+
+def parse_memory_size(text: str, *, what: str = "--min-free-mem") -> MemorySize:
+    """Parse "20G", "512M", "1.5T", "20GiB", "1073741824" (bytes) or "80%" (of each GPU).
+
+    Units are binary: K=KiB, M=MiB, G=GiB, T=TiB. Raises ConfigError naming `what`.
+    """
+    cleaned = text.strip()
+    percent = _PERCENT_PATTERN.fullmatch(cleaned)
+    if percent is not None:
+        value = float(percent.group(1))
+        if not 0 < value <= 100:
+            raise ConfigError(f"{what} {text!r}: a percentage must be between 0 and 100")
+        return MemorySize(fraction=value / 100)
+    match = _MEMORY_PATTERN.fullmatch(cleaned)
+    if match is None:
+        raise ConfigError(
+            f"invalid {what} {text!r}: use bytes or a size like 512M, 20G, 1.5T, or 80%"
+        )
+    number = float(match.group(1))
+    unit = _MEMORY_UNITS[match.group(2).lower()]
+    return MemorySize(bytes=int(number * unit))
+
+
+def format_memory(value: int | None) -> str:
+    """Bytes as a short binary size: "20.0G", "512.0M"; "?" for None."""
+    if value is None:
+        return "?"
+    for suffix, unit in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if abs(value) >= unit:
+            return f"{value / unit:.1f}{suffix}"
+    return f"{value}B"
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """"key=value" as a pair; ConfigError when there is no key or no '='."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"invalid --label {text!r}: use KEY=VALUE (VALUE may be a glob)")
+    return key.strip(), value.strip()
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    """Constraints and preferences for placing `gpus` GPUs on one host.
+
+    hosts: a host pattern (`gpu*,@group,label:k=v,!name`); group: a group name glob;
+    labels: (key, value-glob) pairs every chosen host must carry; gpu_model: a glob on the
+    GPU's model name (case-insensitive); allow_unmanaged: GPUs in use by processes fleet did
+    not start count as free; policy: a built-in name or "module:function"; exclude_hosts:
+    host names never chosen (e.g. hosts that just failed).
+    """
+
+    gpus: int = 1
+    min_free_memory: MemorySize | None = None
+    max_util: float | None = None
+    max_temp: float | None = None
+    hosts: str | None = None
+    group: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    gpu_model: str | None = None
+    allow_unmanaged: bool = False
+    policy: str = DEFAULT_POLICY
+    exclude_hosts: frozenset[str] = field(default_factory=frozenset)
+    max_sample_age_s: float = DEFAULT_MAX_SAMPLE_AGE_S
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
+            raise ConfigError(f"--gpus must be a whole number of at least 1, not {self.gpus!r}")
+        if self.max_util is not None and not 0 <= self.max_util <= 100:
+            raise ConfigError(f"--max-util must be between 0 and 100, not {self.max_util}")
+        if self.max_temp is not None and not -50 <= self.max_temp <= 200:
+            raise ConfigError(f"--max-temp must be between -50 and 200 °C, not {self.max_temp}")
+        if self.max_sample_age_s <= 0:
+            raise ConfigError(f"sample age limit must be positive, not {self.max_sample_age_s}")
+        if not self.policy.strip():
+            raise ConfigError("--policy must name a policy")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (stored with queued tasks); from_dict reverses it."""
+        memory = self.min_free_memory
+        return {
+            "gpus": self.gpus,
+            "min_free_memory": None if memory is None else {
+                "bytes": memory.bytes, "fraction": memory.fraction},
+            "max_util": self.max_util,
+            "max_temp": self.max_temp,
+            "hosts": self.hosts,
+            "group": self.group,
+            "labels": [list(pair) for pair in self.labels],
+            "gpu_model": self.gpu_model,
+            "allow_unmanaged": self.allow_unmanaged,
+            "policy": self.policy,
+            "exclude_hosts": sorted(self.exclude_hosts),
+            "max_sample_age_s": self.max_sample_age_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PlacementRequest:
+        """The request that `to_dict` produced; ConfigError for a malformed mapping."""
+        try:
+            memory = data.get("min_free_memory")
+            return cls(
+                gpus=int(data.get("gpus", 1)),
+                min_free_memory=None if memory is None else MemorySize(
+                    bytes=memory.get("bytes"), fraction=memory.get("fraction")),
+                max_util=data.get("max_util"),
+                max_temp=data.get("max_temp"),
+                hosts=data.get("hosts"),
+                group=data.get("group"),
+                labels=tuple((str(k), str(v)) for k, v in data.get("labels", ())),
+                gpu_model=data.get("gpu_model"),
+                allow_unmanaged=bool(data.get("allow_unmanaged", False)),
+                policy=str(data.get("policy", DEFAULT_POLICY)),
+                exclude_hosts=frozenset(data.get("exclude_hosts", ())),
+                max_sample_age_s=float(data.get("max_sample_age_s", DEFAULT_MAX_SAMPLE_AGE_S)),
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ConfigError(f"malformed placement request {data!r}: {exc}") from exc
+
+
+def host_matches_pattern(
+    pattern: str | None, name: str, groups: tuple[str, ...], labels: tuple[tuple[str, str], ...]
+) -> bool:
+    """Whether one host matches a `--hosts` pattern (the syntax of fleet.inventory.select_hosts).
+
+    Terms: NAME-GLOB, a group's exact name, @GROUP-GLOB, label:KEY[=GLOB], and !TERM to leave out.
+    """
+    if pattern is None or not pattern.strip():
+        return True
+    included = False
+    has_inclusion = False
+    for raw_term in pattern.split(","):
+        term = raw_term.strip()
+        if not term:
+            continue
+        negated = term.startswith("!")
+        body = term[1:].strip() if negated else term
+        hit = _term_matches(body, name, groups, labels)
+        if negated and hit:
+            return False
+        if not negated:
+            has_inclusion = True
+            included = included or hit
+    return included or not has_inclusion
+
+
+def _term_matches(
+    term: str, name: str, groups: tuple[str, ...], labels: tuple[tuple[str, str], ...]
+) -> bool:
+    if term in ("all", "@all"):
+        return True
+    if term.startswith("@"):
+        return any(fnmatchcase(group, term[1:]) for group in groups)
+    if term.startswith("label:"):
+        key, sep, value_glob = term[len("label:"):].partition("=")
+        values = [value for label_key, value in labels if label_key == key.strip()]
+        return bool(values) and (not sep or any(fnmatchcase(v, value_glob.strip())
+                                                 for v in values))
+    return fnmatchcase(name, term) or term in groups

@@ -1,0 +1,121 @@
+"""Operator reservations and allocation housekeeping: list, release, expire, who is acting."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from db.allocation_details import AllocationDetail, allocation_details
+from db.allocations import expire_reservations, release_allocations
+from db.engine import Database
+from db.tasks import ACTIVE_TASK_STATES
+from fleet.errors import ConfigError, DispatchError
+
+OWNER_ENV = "FLEET_OWNER"
+
+
+def current_owner() -> str:
+    """Who is acting: $FLEET_OWNER, else the login name."""
+    explicit = os.environ.get(OWNER_ENV, "").strip()
+    if explicit:
+        return explicit
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid{os.getuid()}"
+
+
+def expire(database: Database, now: float | None = None) -> int:
+    """Release every reservation whose time is up; returns how many were released."""
+    with database.session() as session:
+        return expire_reservations(session, int(now if now is not None else time.time()))
+
+
+def list_allocations(
+    database: Database, *, active_only: bool = True, owner: str | None = None,
+    now: float | None = None,
+) -> list[AllocationDetail]:
+    """Allocations (active ones by default) after releasing expired reservations."""
+    moment = int(now if now is not None else time.time())
+    with database.session() as session:
+        expire_reservations(session, moment)
+    with database.session() as session:
+        return allocation_details(session, active_only=active_only, owner=owner)
+
+
+def release(
+    database: Database,
+    allocation_ids: Sequence[int],
+    *,
+    force: bool = False,
+    reason: str = "released by operator",
+    now: float | None = None,
+) -> list[int]:
+    """Release these allocations; returns their ids. All or none.
+
+    Raises ConfigError for an id that does not exist or is no longer active, and DispatchError
+    for an allocation that belongs to a task still running (cancel the task instead) unless
+    `force`.
+    """
+    moment = int(now if now is not None else time.time())
+    wanted = sorted(set(allocation_ids))
+    if not wanted:
+        raise ConfigError("no allocation ids given")
+    with database.session() as session:
+        expire_reservations(session, moment)
+        found = {row.id: row for row in
+                 allocation_details(session, active_only=False, allocation_ids=wanted)}
+        missing = [allocation_id for allocation_id in wanted if allocation_id not in found]
+        if missing:
+            raise ConfigError(f"no allocation with id {', '.join(map(str, missing))}")
+        inactive = [found[i] for i in wanted if not found[i].active]
+        if inactive:
+            first = inactive[0]
+            raise ConfigError(f"allocation {first.id} is not active "
+                              f"(released: {first.release_reason or 'unknown reason'})")
+        if not force:
+            busy = [found[i] for i in wanted
+                    if found[i].kind == "task" and found[i].task_state in ACTIVE_TASK_STATES]
+            if busy:
+                row = busy[0]
+                raise DispatchError(
+                    f"allocation {row.id} belongs to task {row.task_id} ({row.task_state}); "
+                    f"cancel the task (fleet cancel {row.task_id}) or release with --force")
+        release_allocations(session, now=moment, reason=reason, allocation_ids=wanted)
+    return wanted
+
+
+def release_owned(database: Database, owner: str, *, now: float | None = None) -> list[int]:
+    """Release every active reservation of `owner` (task allocations are left alone)."""
+    moment = int(now if now is not None else time.time())
+    with database.session() as session:
+        mine = [row.id for row in
+                allocation_details(session, owner=owner, kind="reservation")]
+        if mine:
+            release_allocations(session, now=moment, reason="released by operator",
+                                allocation_ids=mine)
+    return mine
+
+
+def allocation_to_json(row: AllocationDetail) -> dict[str, Any]:
+    """One allocation as plain data."""
+    return {
+        "id": row.id,
+        "host": row.host,
+        "gpu": row.gpu_idx,
+        "uuid": row.uuid,
+        "kind": row.kind,
+        "owner": row.owner,
+        "task_id": row.task_id,
+        "task_name": row.task_name,
+        "task_state": row.task_state,
+        "note": row.note,
+        "created_at": row.created_at,
+        "expires_at": row.expires_at,
+        "released_at": row.released_at,
+        "release_reason": row.release_reason,
+        "active": row.active,
+    }

@@ -1,0 +1,1 @@
+"""Ranking policies for placement: built-in ones and users' own `module:function` rules."""

@@ -1,0 +1,78 @@
+"""Applying health changes to the database and seeding a tracker from it (restart behaviour)."""
+
+from __future__ import annotations
+
+from db.engine import Database
+from db.events import list_events
+from db.gpus import latest_gpus
+from db.hosts import list_hosts
+from fleet.health.apply import apply_health_changes, load_health_seeds
+from fleet.health.rules import HealthChange, HealthTracker
+from fleet.model import GpuReport, HostReport, ProbeReport
+from tests.health.conftest import Seeded
+
+
+def _report(temperature: float, *, lost: bool = False) -> ProbeReport:
+    gpus = (GpuReport(0, uuid="GPU-alpha-0", name="Sim H100", temperature_c=temperature),
+            GpuReport(1, uuid="GPU-alpha-1", name="Sim H100", lost=lost,
+                      error="GPU is lost (15)" if lost else None))
+    return ProbeReport(schema=1, timestamp=0, host=HostReport(driver_version="550"), gpus=gpus)
+
+
+def test_changes_set_states_and_write_events(database: Database, seeded: Seeded) -> None:
+    tracker = HealthTracker()
+    changes = tracker.observe("alpha", "up", None, _report(91.0, lost=True), now=2000)
+    with database.session() as session:
+        applied = apply_health_changes(session, changes, now=2000)
+    assert [a.change.kind for a in applied] == ["gpu_hot", "gpu_failed"]
+    with database.session() as session:
+        states = {(g.host, g.idx): g.state for g in latest_gpus(session)}
+        events = list_events(session)
+    assert states == {("alpha", 0): "hot", ("alpha", 1): "failed", ("beta", 0): "ok"}
+    assert [(e.kind, e.severity, e.host, e.gpu_id) for e in events] == [
+        ("gpu_hot", "warning", "alpha", seeded.gpu_ids[("alpha", 0)]),
+        ("gpu_failed", "error", "alpha", seeded.gpu_ids[("alpha", 1)]),
+    ]
+    assert events[0].data["temperature_c"] == 91.0
+    assert applied[0].event["id"] == events[0].id
+
+
+def test_host_down_and_up_are_written(database: Database, seeded: Seeded) -> None:
+    tracker = HealthTracker()
+    changes: list[HealthChange] = []
+    for now in range(3):
+        changes += tracker.observe("beta", "unreachable", "no route to host", None, now=now)
+    with database.session() as session:
+        apply_health_changes(session, changes, now=3000)
+        (beta,) = [h for h in list_hosts(session) if h.name == "beta"]
+    assert (beta.state, beta.state_reason) == ("down", "unreachable: no route to host")
+    with database.session() as session:
+        apply_health_changes(session, tracker.observe("beta", "up", None, _report(40), now=9),
+                             now=3100)
+        (beta,) = [h for h in list_hosts(session) if h.name == "beta"]
+        kinds = [e.kind for e in list_events(session)]
+    assert beta.state == "up"
+    assert kinds == ["host_down", "host_up"]
+
+
+def test_unknown_host_is_still_an_event(database: Database, seeded: Seeded) -> None:
+    change = HealthChange("ghost", 0, "gpu_hot", "warning", "ok", "hot", "ghost GPU 0 hot")
+    with database.session() as session:
+        (applied,) = apply_health_changes(session, [change], now=10)
+        (event,) = list_events(session)
+    assert event.host_id is None and event.data["unrecorded_state"] is True
+    assert applied.event_id == event.id
+
+
+def test_restart_seeded_from_database_does_not_refire(database: Database,
+                                                      seeded: Seeded) -> None:
+    first = HealthTracker()
+    with database.session() as session:
+        apply_health_changes(session, first.observe("alpha", "up", None,
+                                                    _report(91.0, lost=True), now=1), now=1)
+        seeds = load_health_seeds(session)
+    assert {seed.host for seed in seeds} == {"alpha", "beta"}
+    restarted = HealthTracker(seeds=seeds)
+    assert restarted.observe("alpha", "up", None, _report(83.0, lost=True), now=2) == []
+    kinds = [c.kind for c in restarted.observe("alpha", "up", None, _report(70.0), now=3)]
+    assert kinds == ["gpu_cooled", "gpu_recovered"]

@@ -1,0 +1,83 @@
+"""The service API: watch() starts the monitor in-process, filters by pattern, stops with its last
+watcher; start_monitor/stop_monitor/snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from db.engine import Database
+from fleet.inventory import Inventory
+from fleet.service import Fleet
+from fleet.sim import gpus as sim
+from fleet.ssh.options import SshOptions
+from tests.monitor.conftest import GpuHostFactory, process_alive
+
+FAST = (
+    "monitor:\n  interval: 0.2\n  flush_interval: 0.2\n  reconnect_initial: 0.1\n"
+    "  reconnect_max: 0.5\nssh:\n  command_timeout: 5\n"
+)
+
+
+async def test_watch_starts_filters_and_stops_the_monitor(
+    gpu_hosts: GpuHostFactory, database: Database, sim_ssh_options: SshOptions,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(FAST)
+    monkeypatch.setenv("FLEET_CONFIG", str(config))
+    hosts = [await gpu_hosts(name, sim.idle(2, host=name)) for name in ("web1", "gpu1", "gpu2")]
+    inventory = Inventory(tuple(h.spec for h in hosts), None, {}, {}, None)
+    service = Fleet(database, inventory, sim_ssh_options)
+    assert service.snapshot() is None
+
+    gpu_view = service.watch("gpu*")
+    all_view = service.watch()
+
+    async def until_up(view: object, expected: set[str]) -> set[str]:
+        async for snapshot in view:  # type: ignore[attr-defined]
+            up = {h.spec.name for h in snapshot.hosts if h.state == "up"}
+            if up == expected:
+                return {h.spec.name for h in snapshot.hosts}
+        raise AssertionError("watch ended")
+
+    shown = await asyncio.wait_for(until_up(gpu_view, {"gpu1", "gpu2"}), 20)
+    assert shown == {"gpu1", "gpu2"}  # only the pattern's hosts, and only those monitored
+    everything = await asyncio.wait_for(until_up(all_view, {"gpu1", "gpu2"}), 5)
+    assert everything == {"gpu1", "gpu2"}
+    monitor = service.monitor
+    assert monitor is not None and monitor.settings.monitor.interval == 0.2
+    await gpu_view.aclose()
+    assert service.monitor is monitor  # still one watcher
+    await all_view.aclose()
+    assert service.monitor is None and not monitor.running
+    probes = [pid for h in hosts for pid in h.host.started_pids]
+    assert hosts[0].host.started_pids == []  # web1 was never contacted
+    deadline = asyncio.get_running_loop().time() + 5
+    while any(process_alive(pid) for pid in probes):
+        assert asyncio.get_running_loop().time() < deadline, "probes outlived the monitor"
+        await asyncio.sleep(0.05)
+
+
+async def test_start_monitor_twice_is_an_error(
+    gpu_hosts: GpuHostFactory, database: Database, sim_ssh_options: SshOptions,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fleet.errors import ConfigError
+
+    config = tmp_path / "config.yaml"
+    config.write_text(FAST)
+    monkeypatch.setenv("FLEET_CONFIG", str(config))
+    host = await gpu_hosts("solo", sim.idle(1, host="solo"))
+    service = Fleet(database, Inventory((host.spec,), None, {}, {}, None), sim_ssh_options)
+    monitor = await service.start_monitor()
+    try:
+        with pytest.raises(ConfigError, match="already running"):
+            await service.start_monitor()
+        with pytest.raises(ConfigError, match="matches no host"):
+            await Fleet(database, service.inventory, sim_ssh_options).start_monitor("nope*")
+    finally:
+        await service.stop_monitor()
+    assert not monitor.running and service.snapshot() is None

@@ -1,0 +1,1 @@
+"""Placement, claims, reservations and task rows."""

@@ -1,0 +1,1 @@
+"""Users' placement rules, importable as `tests.placement.policies_pkg:NAME` in tests."""
