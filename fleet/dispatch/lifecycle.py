@@ -1,0 +1,295 @@
+"""A task from request to end: record, place and claim (or queue), start on the host, follow.
+
+Every failure after the claim ends the task in the database (which releases its GPUs) before
+the error propagates, so no allocation outlives a task that never ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fleet.dispatch import records
+from fleet.dispatch.follow import (
+    DEFAULT_GRACE_S,
+    DEFAULT_LOST_AFTER_S,
+    FollowEnd,
+    HostLink,
+    PollPolicy,
+    cancel_remote,
+    follow_task,
+)
+from fleet.dispatch.records import Ending, ending_from_status, now_s
+from fleet.dispatch.remote import TaskHost, task_dir_name
+from fleet.dispatch.spec import TaskLaunch, build_launch
+from fleet.dispatch.wrapper import TASKS_BASE
+from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
+from fleet.model import HostSpec
+
+if TYPE_CHECKING:
+    from fleet.placement.claim import Claim
+    from fleet.placement.request import PlacementRequest
+    from fleet.service import Fleet
+
+DEFAULT_QUEUE_TIMEOUT_S = 24 * 3600.0
+T = TypeVar("T")
+
+
+class TaskCancelled(DispatchError):
+    """The task was cancelled (Ctrl-C) before it started running."""
+
+    exit_code = 130
+
+
+async def unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | None) -> T:
+    """Await `work`, cancelling it (TaskCancelled) if `stop` is set first."""
+    if stop is None:
+        return await work
+    job = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if job.done():
+        return job.result()
+    job.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await job
+    raise TaskCancelled("cancelled before the task started")
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    """What `fleet dispatch` was asked to run, and where it may run."""
+
+    script: Path
+    placement: PlacementRequest
+    args: tuple[str, ...] = ()
+    extras: tuple[Path, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
+    python: str | None = None
+    timeout_s: float | None = None
+    grace_s: float = DEFAULT_GRACE_S
+    name: str | None = None
+    priority: int = 0
+    wait: bool = False
+    queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
+    owner: str | None = None
+
+    def validate(self) -> TaskLaunch:
+        """Check the script, files and env before anything is recorded (ConfigError if bad)."""
+        return self.launch(0, "python3", ())
+
+    def launch(self, task_id: int, host_python: str, gpu_uuids: tuple[str, ...]) -> TaskLaunch:
+        return build_launch(
+            task_id=task_id, script=self.script, host_python=host_python, gpu_uuids=gpu_uuids,
+            args=self.args, extras=self.extras, env=self.env, workdir=self.workdir,
+            python=self.python, timeout_s=self.timeout_s, timeout_grace_s=self.grace_s,
+        )
+
+    def stored_constraints(self) -> dict[str, object]:
+        """What the task row keeps (env values are left out: they may be secrets)."""
+        return {
+            "placement": self.placement.to_dict(),
+            "with": [str(path) for path in self.extras],
+            "env_names": [name for name, _ in self.env],
+            "workdir": self.workdir,
+            "python": self.python,
+            "timeout_s": self.timeout_s,
+            "grace_s": self.grace_s,
+        }
+
+
+@dataclass(frozen=True)
+class StartedTask:
+    """A task running on its host."""
+
+    task_id: int
+    host: HostSpec
+    task_dir: str
+    pgid: int | None
+    gpu_uuids: tuple[str, ...]
+    started_at: int
+    timeout_s: float | None = None
+    claim: Claim | None = field(default=None, compare=False)
+
+
+def host_spec(service: Fleet, name: str) -> HostSpec:
+    for spec in service.inventory.hosts:
+        if spec.name == name:
+            return spec
+    raise DispatchError(f"host {name!r} is not in the inventory")
+
+
+async def create_record(service: Fleet, request: DispatchRequest, owner: str) -> int:
+    from db.tasks import create_task
+
+    def create() -> int:
+        with service.database.session() as session:
+            return create_task(
+                session, name=request.name or request.script.name, script=str(request.script),
+                args=request.args, gpus_requested=request.placement.gpus, owner=owner,
+                now=now_s(), constraints=request.stored_constraints(),
+                priority=request.priority, state="queued" if request.wait else "placing")
+
+    return await asyncio.to_thread(create)
+
+
+async def claim_for(service: Fleet, request: DispatchRequest, task_id: int, owner: str,
+                    on_wait: Callable[[str], None] | None = None) -> Claim:
+    """Place and claim now, or (with request.wait) wait in the queue; ends the task on failure."""
+    try:
+        if request.wait:
+            from fleet.dispatch.queue import wait_and_claim
+
+            return await wait_and_claim(service, request.placement, task_id, owner,
+                                        timeout_s=request.queue_timeout_s, on_wait=on_wait)
+        return await service.place_and_claim(request.placement, owner=owner, task_id=task_id)
+    except NoPlacement as exc:
+        await _end(service, task_id, "failed", f"no placement: {exc}")
+        raise
+    except BaseException as exc:
+        state = "cancelled" if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) \
+            else "failed"
+        await _end(service, task_id, state, f"not started: {exc}" if str(exc) else state)
+        raise
+
+
+async def _end(service: Fleet, task_id: int, state: str, error: str) -> None:
+    ending = Ending(state, None, error, now_s(), None)  # type: ignore[arg-type]
+    await asyncio.shield(asyncio.to_thread(records.finish, service.database, task_id, ending))
+
+
+async def start_claimed(service: Fleet, request: DispatchRequest, task_id: int,
+                        claim: Claim) -> tuple[StartedTask, TaskHost]:
+    """Start a claimed task on its host; on any failure the task is ended (GPUs released)."""
+    spec = host_spec(service, claim.host)
+    uuids = tuple(claim.cuda_visible_devices.split(","))
+    database = service.database
+    host: TaskHost | None = None
+    launched = False
+    task_dir: str | None = None
+    try:
+        await asyncio.to_thread(records.set_host, database, task_id, claim.host)
+        launch = request.launch(task_id, spec.python, uuids)
+        host = await TaskHost.open(spec, service.ssh_options)
+        task_dir = await host.make_dir(TASKS_BASE, task_dir_name(task_id))
+        await asyncio.to_thread(records.set_fields, database, task_id, remote_dir=task_dir)
+        await host.upload(launch, task_dir)
+        launched = True
+        pgid = await host.launch(task_dir)
+        started_at = now_s()
+        await asyncio.to_thread(records.set_fields, database, task_id,
+                                from_states=("starting",), state="running",
+                                remote_pid=pgid, started_at=started_at)
+        await asyncio.to_thread(records.checked, database, task_id)
+    except BaseException as exc:
+        await _abort_start(service, task_id, host, task_dir if launched else None, exc)
+        raise
+    started = StartedTask(task_id=task_id, host=spec, task_dir=task_dir, pgid=pgid,
+                          gpu_uuids=uuids, started_at=started_at,
+                          timeout_s=request.timeout_s, claim=claim)
+    return started, host
+
+
+async def _abort_start(service: Fleet, task_id: int, host: TaskHost | None,
+                       launched_dir: str | None, exc: BaseException) -> None:
+    """End a task whose start failed or was interrupted; stop it on the host if it began."""
+    cancelled = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+    if host is not None and launched_dir is not None:
+        # If this fails the reconciler still finds the task by its remote_dir.
+        with contextlib.suppress(FleetError):
+            await asyncio.shield(cancel_remote(host, launched_dir, 1.0))
+    if host is not None:
+        host.close()
+    await _end(service, task_id, "cancelled" if cancelled else "failed",
+               "cancelled while starting" if cancelled else f"could not start: {exc}")
+
+
+async def submit(service: Fleet, request: DispatchRequest, *,
+                 on_wait: Callable[[str], None] | None = None) -> tuple[StartedTask, TaskHost]:
+    """Record, claim (or queue) and start a task; returns it running and its open host."""
+    from fleet.placement.reservations import current_owner
+
+    request.validate()
+    owner = request.owner or current_owner()
+    task_id = await create_record(service, request, owner)
+    claim = await claim_for(service, request, task_id, owner, on_wait)
+    return await start_claimed(service, request, task_id, claim)
+
+
+async def attend(
+    service: Fleet,
+    started: StartedTask,
+    host: TaskHost | None,
+    *,
+    on_output: Callable[[bytes], None],
+    stop: asyncio.Event | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    lost_after_s: float = DEFAULT_LOST_AFTER_S,
+    offset: int = 0,
+    policy: PollPolicy | None = None,
+    detach_on_stop: bool = False,
+) -> Ending | None:
+    """Follow a running task to its end and record the end.
+
+    When `stop` is set the task is cancelled, or with `detach_on_stop` left running (None).
+    """
+    link = HostLink(started.host, service.ssh_options, host)
+    database = service.database
+    last_check = [time.monotonic()]
+
+    def contact() -> None:
+        if time.monotonic() - last_check[0] >= 30:
+            last_check[0] = time.monotonic()
+            records.checked(database, started.task_id)
+
+    try:
+        end = await follow_task(link, started.task_dir, on_output=on_output, offset=offset,
+                                stop=stop, lost_after_s=lost_after_s, policy=policy,
+                                on_contact=contact)
+        if end is None and detach_on_stop:
+            return None
+        if end is None:
+            end = await _cancel_with_retries(link, started.task_dir, grace_s, lost_after_s)
+        ending = _ending_of(end, started.timeout_s)
+        await asyncio.to_thread(records.finish, database, started.task_id, ending)
+        return await asyncio.to_thread(_recorded_ending, service, started.task_id, ending)
+    finally:
+        link.close()
+
+
+async def _cancel_with_retries(link: HostLink, task_dir: str, grace_s: float,
+                               lost_after_s: float) -> FollowEnd:
+    deadline = time.monotonic() + max(lost_after_s, grace_s)
+    while True:
+        try:
+            status = await cancel_remote(await link.get(), task_dir, grace_s)
+            return FollowEnd(replace(status, cancelled=True))
+        except HostError as exc:
+            link.drop()
+            if time.monotonic() >= deadline:
+                return FollowEnd(None, f"could not cancel, host unreachable: {exc.detail}")
+            await asyncio.sleep(1.0)
+
+
+def _ending_of(end: FollowEnd, timeout_s: float | None) -> Ending:
+    if end.status is None:
+        return Ending("lost", None, end.lost_reason, now_s(), None)
+    return ending_from_status(end.status, now=now_s(), timeout_s=timeout_s)
+
+
+def _recorded_ending(service: Fleet, task_id: int, fallback: Ending) -> Ending:
+    """The ending the database holds (another process may have ended the task first)."""
+    row = records.load(service.database, task_id)
+    if row.state not in ("succeeded", "failed", "cancelled", "lost"):
+        return fallback
+    return Ending(row.state, row.exit_code, row.error, row.ended_at or fallback.ended_at,  # type: ignore[arg-type]
+                  fallback.duration_s)

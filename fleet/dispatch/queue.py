@@ -1,0 +1,154 @@
+"""Waiting for GPUs in a fair queue kept in the database (`fleet dispatch --wait`).
+
+Queued tasks are ordered by priority (high first), then submission time, then id. Each waiting
+dispatcher polls with a bounded, growing interval. It may claim only when its placement fits and
+no task ahead of it in the queue would be placed on any of the same GPUs right now (so later
+small tasks may backfill GPUs the head of the queue cannot use, never take the ones it can).
+The claim itself is a compare-and-set `queued → placing` plus the allocation insert, which the
+database's unique index guards. A waiter refreshes its task's `checked_at` each poll; queued
+tasks whose waiter stopped refreshing are ignored by the others and cancelled by the reconciler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from fleet.dispatch import records
+from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
+
+if TYPE_CHECKING:
+    from fleet.placement.candidates import CandidateSet
+    from fleet.placement.claim import Claim
+    from fleet.placement.request import PlacementRequest
+    from fleet.service import Fleet
+    from fleet.snapshot import AllocationInfo
+
+MIN_POLL_S = 0.1
+MAX_POLL_S = 1.0
+PROBE_EVERY_S = 30.0
+# A queued task whose waiter has not refreshed checked_at for this long is abandoned.
+WAITER_STALE_S = 60.0
+
+
+def _active_allocations(service: Fleet) -> dict[tuple[str, int], AllocationInfo]:
+    from db.allocation_details import allocation_details
+    from fleet.snapshot import AllocationInfo
+
+    with service.database.session() as session:
+        rows = allocation_details(session)
+    return {
+        (row.host, row.gpu_idx): AllocationInfo(
+            allocation_id=row.id, kind=row.kind, owner=row.owner, task_id=row.task_id,
+            task_name=row.task_name, expires_at=row.expires_at, note=row.note)
+        for row in rows
+    }
+
+
+def _requests_ahead(service: Fleet, task_id: int) -> list[PlacementRequest]:
+    """Placement requests of live queued tasks ahead of `task_id` (and refresh its heartbeat)."""
+    from db.task_runs import checked_at, mark_checked, queued_ahead
+    from db.tasks import get_task
+    from fleet.placement.request import PlacementRequest
+
+    now = records.now_s()
+    with service.database.session() as session:
+        mark_checked(session, task_id, now)
+        ahead = queued_ahead(session, task_id)
+        heartbeats = checked_at(session, ahead)
+        rows = [get_task(session, other) for other in ahead]
+    requests = []
+    for row in rows:
+        if row is None:
+            continue
+        beat = heartbeats.get(row.id) or row.submitted_at
+        if now - beat > WAITER_STALE_S:
+            continue
+        try:
+            requests.append(PlacementRequest.from_dict(dict(row.constraints["placement"])))
+        except (KeyError, TypeError, ValueError, ConfigError):
+            continue  # a row fleet did not write this way cannot hold the queue
+    return requests
+
+
+def blocked_by_ahead(mine: tuple[str, tuple[int, ...]], ahead: list[PlacementRequest],
+                     candidates: CandidateSet, allocations: dict[tuple[str, int], AllocationInfo],
+                     now: float) -> bool:
+    """Whether a task ahead would be placed on any GPU of `mine` (host, indices) right now."""
+    from fleet.placement.place import place
+
+    host, indices = mine
+    for request in ahead:
+        theirs = place(request, candidates, allocations, now)
+        if theirs.host == host and set(theirs.gpu_indices) & set(indices):
+            return True
+    return False
+
+
+async def wait_and_claim(
+    service: Fleet,
+    request: PlacementRequest,
+    task_id: int,
+    owner: str,
+    *,
+    timeout_s: float,
+    on_wait: Callable[[str], None] | None = None,
+) -> Claim:
+    """Wait (at most `timeout_s`) until the queued task may claim GPUs, then claim them."""
+    from fleet.placement.claim import claim
+    from fleet.placement.place import place
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    interval = MIN_POLL_S
+    last_probe = float("-inf")
+    told = ""
+    while True:
+        probe = loop.time() - last_probe >= PROBE_EVERY_S
+        candidates = await service.candidates(request, probe_stale=probe)
+        if probe:
+            last_probe = loop.time()
+        allocations = await asyncio.to_thread(_active_allocations, service)
+        ahead = await asyncio.to_thread(_requests_ahead, service, task_id)
+        now = time.time()
+        result = place(request, candidates, allocations, now)
+        if result.host is not None and not blocked_by_ahead(
+                (result.host, result.gpu_indices), ahead, candidates, allocations, now):
+            taken = await _try_claim(service, claim, result.host, result.gpu_indices,
+                                     task_id, owner)
+            if taken is not None:
+                return taken
+            interval = MIN_POLL_S
+        message = (f"task {task_id} queued: {len(ahead)} ahead; " + result.summary()
+                   if result.host is None else f"task {task_id} queued behind {len(ahead)} task(s)")
+        if on_wait is not None and message != told:
+            on_wait(message)
+            told = message
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            from fleet.placement.explain import render_explain
+
+            raise NoPlacement(f"no GPUs for task {task_id} within the queue timeout "
+                              f"({timeout_s:g}s): {result.summary()}",
+                              explanation=render_explain(result))
+        await asyncio.sleep(min(interval, remaining))
+        interval = min(interval * 1.5, MAX_POLL_S)
+
+
+async def _try_claim(service: Fleet, claim: Callable[..., Claim], host: str,
+                     indices: tuple[int, ...], task_id: int, owner: str) -> Claim | None:
+    """queued → placing, then claim; back to queued if another claim won the race."""
+    database = service.database
+    moved = await asyncio.to_thread(records.set_fields, database, task_id,
+                                    from_states=("queued",), state="placing")
+    if not moved:
+        raise DispatchError(f"task {task_id} left the queue (cancelled by another process?)")
+    try:
+        return await asyncio.to_thread(claim, database, host, indices, kind="task",
+                                       owner=owner, task_id=task_id)
+    except AllocationConflict:
+        await asyncio.to_thread(records.set_fields, database, task_id,
+                                from_states=("placing",), state="queued")
+        return None

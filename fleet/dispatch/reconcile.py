@@ -1,0 +1,158 @@
+"""Repairing task records against their hosts after the controller was away (crash safety).
+
+For each task the database says is `starting` or `running`, the reconciler asks its host:
+ended (exit file) → the real exit code and times are recorded and its GPUs released; still
+running → its check time is refreshed; vanished → `lost`. A host that does not answer makes its
+tasks `lost` once it has been silent longer than the bound (from the task's last successful
+check). Queued tasks whose waiting dispatcher stopped refreshing them are cancelled, and tasks
+stuck before their start (dispatcher gone) are failed, so no allocation outlives a live task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fleet.dispatch import records
+from fleet.dispatch.queue import WAITER_STALE_S
+from fleet.dispatch.records import DEFAULT_LOST_AFTER_S, Ending, ending_from_status, now_s
+from fleet.errors import DispatchError, HostError
+
+if TYPE_CHECKING:
+    from db.tasks import TaskRow
+    from fleet.dispatch.remote import TaskHost
+    from fleet.model import HostSpec
+    from fleet.service import Fleet
+
+# A task in `placing`/`starting` this long without progress lost its dispatcher.
+START_STALE_S = 120.0
+DEFAULT_CHECK_TIMEOUT_S = 5.0
+RECONCILE_FANOUT = 32
+
+
+@dataclass
+class ReconcileReport:
+    """What one reconcile pass did: task id → new state, and hosts it could not reach."""
+
+    ended: dict[int, str] = field(default_factory=dict)
+    still_running: list[int] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Active:
+    """An active task and when its host (or its waiting dispatcher) last checked in."""
+
+    row: TaskRow
+    beat: int | None
+
+    @property
+    def last_contact(self) -> int:
+        known = (self.beat, self.row.started_at, self.row.submitted_at)
+        return max(value for value in known if value is not None)
+
+
+def _active_rows(service: Fleet) -> list[_Active]:
+    from db.task_runs import checked_at
+    from db.tasks import list_tasks
+
+    with service.database.session() as session:
+        rows = list_tasks(session, states=("queued", "placing", "starting", "running"))
+        beats = checked_at(session, [row.id for row in rows])
+    return [_Active(row, beats.get(row.id)) for row in rows]
+
+
+async def reconcile(
+    service: Fleet,
+    *,
+    lost_after_s: float = DEFAULT_LOST_AFTER_S,
+    check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
+    task_ids: Sequence[int] | None = None,
+) -> ReconcileReport:
+    """One pass over the active tasks (or just `task_ids`); safe to run from many processes."""
+    actives = await asyncio.to_thread(_active_rows, service)
+    if task_ids is not None:
+        actives = [active for active in actives if active.row.id in set(task_ids)]
+    report = ReconcileReport()
+    now = now_s()
+    remote: dict[str, list[_Active]] = {}
+    for active in actives:
+        row = active.row
+        if row.state == "queued":
+            if now - (active.beat or row.submitted_at) > WAITER_STALE_S:
+                await _finish(service, row, Ending("cancelled", None,
+                                                   "its waiting dispatcher went away", now, None),
+                              report)
+        elif row.remote_dir is None or row.host is None:
+            if now - active.last_contact > START_STALE_S:
+                await _finish(service, row, Ending("failed", None,
+                                                   "its dispatcher went away before the start",
+                                                   now, None), report)
+        elif row.state == "starting" and now - active.last_contact < START_STALE_S:
+            continue  # a dispatcher may be uploading right now
+        else:
+            remote.setdefault(row.host, []).append(active)
+    gate = asyncio.Semaphore(RECONCILE_FANOUT)
+
+    async def one_host(name: str, tasks: list[_Active]) -> None:
+        async with gate:
+            await _check_host(service, name, tasks, report, lost_after_s, check_timeout_s)
+
+    await asyncio.gather(*(one_host(name, tasks) for name, tasks in remote.items()))
+    return report
+
+
+async def _finish(service: Fleet, row: TaskRow, ending: Ending, report: ReconcileReport) -> None:
+    if await asyncio.to_thread(records.finish, service.database, row.id, ending):
+        report.ended[row.id] = ending.state
+
+
+def _spec(service: Fleet, name: str) -> HostSpec | None:
+    return next((spec for spec in service.inventory.hosts if spec.name == name), None)
+
+
+async def _check_host(service: Fleet, name: str, tasks: list[_Active], report: ReconcileReport,
+                      lost_after_s: float, timeout_s: float) -> None:
+    from fleet.dispatch.remote import TaskHost
+
+    spec = _spec(service, name)
+    try:
+        if spec is None:
+            raise DispatchError(f"host {name} is no longer in the inventory")
+        async with asyncio.timeout(timeout_s + len(tasks) * 2.0):
+            host = await TaskHost.open(spec, service.ssh_options)
+            try:
+                for active in tasks:
+                    await _check_task(service, host, active.row, report)
+            finally:
+                host.close()
+    except (HostError, DispatchError, TimeoutError) as exc:
+        report.unreachable[name] = str(exc) or "timed out"
+        now = now_s()
+        for active in tasks:
+            silent = now - active.last_contact
+            if silent > lost_after_s:
+                await _finish(service, active.row, Ending(
+                    "lost", None, f"host {name} unreachable for {silent}s: {exc}", now, None),
+                    report)
+
+
+async def _check_task(service: Fleet, host: TaskHost, row: TaskRow,
+                      report: ReconcileReport) -> None:
+    assert row.remote_dir is not None
+    status = await host.status(row.remote_dir)
+    database = service.database
+    if status.state in ("exited", "gone"):
+        timeout = row.constraints.get("timeout_s")
+        ending = ending_from_status(status, now=now_s(),
+                                    timeout_s=float(timeout) if timeout else None)
+        await _finish(service, row, ending, report)
+        return
+    await asyncio.to_thread(records.checked, database, row.id)
+    if row.state == "starting":
+        await asyncio.to_thread(records.set_fields, database, row.id, from_states=("starting",),
+                                state="running", remote_pid=status.pgid,
+                                started_at=row.started_at or now_s())
+    report.still_running.append(row.id)

@@ -1,0 +1,163 @@
+"""The POSIX sh programs fleet runs on a host: task wrapper, launcher, status, signal, cleanup.
+
+Files in a task's control directory (`<task dir>/.fleet/`):
+    wrapper.sh   this module's wrapper; wrapper.pid its pid (a session leader)
+    pid          the task's process group id (the command runs in its own session)
+    log          the command's stdout and stderr, appended
+    started      epoch seconds when the command started (host clock)
+    exit         written atomically when the command ended: rc=, ended=, timed_out=
+    cancelled    present when fleet sent a cancel
+
+Every value that comes from a user or from the controller is inserted with shlex.quote.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from fleet.dispatch.spec import CONTROL_DIR, TaskLaunch
+
+TASKS_BASE = ".fleet/tasks"  # relative to the remote user's $HOME
+RUN_BASE = ".fleet/run"  # `fleet run script.py` temporary directories
+PID_WAIT_STEPS = 200  # launcher waits at most this × 0.05 s for the pid file
+STATUS_EXIT = "EXIT"
+STATUS_RUNNING = "RUNNING"
+STATUS_STARTING = "STARTING"
+STATUS_GONE = "GONE"
+
+_WRAPPER = """\
+#!/bin/sh
+# fleet task {task_id}: run the command in its own session, record pid, log and exit status.
+c={control}
+echo $$ > "$c/wrapper.pid"
+export CUDA_VISIBLE_DEVICES={uuids}
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+export FLEET_TASK_ID={task_id}
+export FLEET_TASK_DIR={task_dir}
+{exports}
+wd=
+to=0
+if cd {workdir} 2>>"$c/log"; then
+  date +%s > "$c/started"
+{watchdog}
+  setsid /bin/sh -c 'echo $$ > "$1/pid.tmp" && mv -f "$1/pid.tmp" "$1/pid" && shift && exec "$@"' \\
+    fleet-task "$c" {command} </dev/null >>"$c/log" 2>&1
+  rc=$?
+  if [ -n "$wd" ]; then kill "$wd" 2>/dev/null; fi
+  if [ -e "$c/timed_out" ]; then to=1; fi
+  p=$(cat "$c/pid" 2>/dev/null)
+  case $p in ''|*[!0-9]*) ;; *) kill -s KILL -- "-$p" 2>/dev/null ;; esac
+else
+  echo "fleet: cannot enter work directory "{workdir} >> "$c/log"
+  date +%s > "$c/started"
+  rc=126
+fi
+printf 'rc=%s\\nended=%s\\ntimed_out=%s\\n' "$rc" "$(date +%s)" "$to" > "$c/exit.tmp"
+mv -f "$c/exit.tmp" "$c/exit"
+"""
+
+# A background watchdog: TERM to the task's group after the limit, KILL after the grace.
+_WATCHDOG = """\
+  (
+    s=
+    trap 'if [ -n "$s" ]; then kill "$s" 2>/dev/null; fi; exit 0' TERM
+    sleep {limit} & s=$!; wait "$s"
+    p=$(cat "$c/pid" 2>/dev/null)
+    case $p in ''|*[!0-9]*) exit 0 ;; esac
+    echo 1 > "$c/timed_out"
+    echo "fleet: task timed out after {limit}s" >> "$c/log"
+    kill -s TERM -- "-$p" 2>/dev/null
+    sleep {grace} & s=$!; wait "$s"
+    kill -s KILL -- "-$p" 2>/dev/null
+  ) </dev/null >/dev/null 2>&1 &
+  wd=$!"""
+
+
+def _seconds(value: float) -> str:
+    return f"{max(value, 0.001):.3f}".rstrip("0").rstrip(".")
+
+
+def task_command(launch: TaskLaunch, task_dir: str) -> list[str]:
+    """The argv run on the host: interpreter (if any), absolute script path, arguments."""
+    return [*launch.interpreter, f"{task_dir}/{launch.script_name}", *launch.args]
+
+
+def wrapper_script(launch: TaskLaunch, task_dir: str) -> bytes:
+    """The wrapper for `launch` in `task_dir` (an absolute path on the host), as bytes."""
+    q = shlex.quote
+    exports = "\n".join(f"export {name}={q(value)}" for name, value in launch.env)
+    watchdog = ""
+    if launch.timeout_s is not None:
+        watchdog = _WATCHDOG.format(limit=_seconds(launch.timeout_s),
+                                    grace=_seconds(launch.timeout_grace_s))
+    text = _WRAPPER.format(
+        task_id=launch.task_id,
+        control=q(f"{task_dir}/{CONTROL_DIR}"),
+        uuids=q(",".join(launch.gpu_uuids)),
+        task_dir=q(task_dir),
+        exports=exports,
+        workdir=q(launch.workdir or task_dir),
+        watchdog=watchdog,
+        command=" ".join(q(part) for part in task_command(launch, task_dir)),
+    )
+    # Arguments that were not valid UTF-8 on the controller travel as the same bytes.
+    return text.encode("utf-8", "surrogateescape")
+
+
+def make_task_dir_command(base: str, name: str) -> str:
+    """mkdir a fresh private task directory `$HOME/<base>/<name>` (+ control dir); print it."""
+    q = shlex.quote
+    return (
+        f"umask 077 && cd && mkdir -p {q(base)} && cd {q(base)} && mkdir -m 0700 {q(name)} "
+        f"&& mkdir -m 0700 {q(name)}/{CONTROL_DIR} && cd {q(name)} && pwd -P"
+    )
+
+
+def launch_command(task_dir: str) -> str:
+    """Start the wrapper detached from the SSH session; print the task's pgid once known."""
+    control = shlex.quote(f"{task_dir}/{CONTROL_DIR}")
+    return (
+        f"c={control}; "
+        # `setsid -f` forks without the shell's background job (which would ignore SIGINT).
+        'if setsid -f true </dev/null >/dev/null 2>&1; then '
+        'setsid -f /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1; '
+        'else setsid /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1 & fi; '
+        f'i=0; while [ ! -s "$c/pid" ] && [ ! -e "$c/exit" ] && [ "$i" -lt {PID_WAIT_STEPS} ]; '
+        'do sleep 0.05; i=$((i+1)); done; cat "$c/pid" 2>/dev/null; true'
+    )
+
+
+def status_command(task_dir: str) -> str:
+    """Print `key=value` lines: state (EXIT/RUNNING/STARTING/GONE), rc, ended, started, ..."""
+    control = shlex.quote(f"{task_dir}/{CONTROL_DIR}")
+    return (
+        f"c={control}; "
+        f'if [ -e "$c/exit" ]; then echo state={STATUS_EXIT}; cat "$c/exit"; '
+        'elif p=$(cat "$c/pid" 2>/dev/null) && [ -n "$p" ] && kill -s 0 -- "-$p" 2>/dev/null; '
+        f'then echo state={STATUS_RUNNING}; echo "pgid=$p"; '
+        'elif w=$(cat "$c/wrapper.pid" 2>/dev/null) && [ -n "$w" ] && kill -0 "$w" 2>/dev/null; '
+        f'then echo state={STATUS_STARTING}; '
+        f'elif [ -d "$c" ]; then echo state={STATUS_GONE}; '
+        f'else echo state={STATUS_GONE}; echo missing=1; fi; '
+        'if [ -s "$c/started" ]; then echo "started=$(cat "$c/started")"; fi; '
+        'if [ -e "$c/cancelled" ]; then echo cancelled=1; fi; true'
+    )
+
+
+def signal_command(task_dir: str, signal_name: str, *, mark_cancelled: bool) -> str:
+    """Send `signal_name` (TERM/KILL) to the task's process group; print ALIVE or DEAD after."""
+    if signal_name not in ("TERM", "KILL", "INT"):
+        raise ValueError(f"unsupported signal {signal_name}")
+    control = shlex.quote(f"{task_dir}/{CONTROL_DIR}")
+    mark = 'echo 1 > "$c/cancelled"; ' if mark_cancelled else ""
+    return (
+        f"c={control}; p=$(cat \"$c/pid\" 2>/dev/null); "
+        "case $p in ''|*[!0-9]*) echo NOPID; exit 0 ;; esac; "
+        f"{mark}kill -s {signal_name} -- \"-$p\" 2>/dev/null; "
+        'if kill -s 0 -- "-$p" 2>/dev/null; then echo ALIVE; else echo DEAD; fi'
+    )
+
+
+def remove_dir_command(path: str) -> str:
+    """rm -rf one fleet-owned directory (callers pass only paths fleet created)."""
+    return f"rm -rf -- {shlex.quote(path)}"
