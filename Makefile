@@ -33,9 +33,10 @@ system-deps:
 	  fi; \
 	else echo "not root: skipping Debian packages ($(DEB_PACKAGES)); root-only tests will skip"; fi
 
-# Until the TUI lands, the demo probes the local machine with simulated GPUs.
+# A simulated 8-host GPU fleet on 127.0.0.1 (real SSH, probe, monitor, database, dispatch),
+# shown in the full-screen TUI; `q` quits and removes everything.
 demo: setup
-	$(BIN)/python -m fleet.demo
+	$(BIN)/fleet demo
 
 lint: setup
 	$(BIN)/ruff check db fleet tui tests

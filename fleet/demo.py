@@ -10,17 +10,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleet.sim.gpus import SimGpu, SimHostGpus, write_config
+
+if TYPE_CHECKING:
+    from fleet.ssh.options import SshOptions
 
 DEMO_HOSTS: tuple[tuple[str, int, str, int], ...] = (
     # name, GPU count, model, memory GiB
@@ -30,7 +34,13 @@ DEMO_HOSTS: tuple[tuple[str, int, str, int], ...] = (
     ("draco", 1, "NVIDIA L4", 24),
     ("eridanus", 4, "NVIDIA A100-SXM4-80GB", 80),
     ("fornax", 0, "", 0),
+    ("gemini", 8, "NVIDIA H100 80GB HBM3", 80),
+    ("hydra", 2, "NVIDIA L40S", 48),
 )
+DROPOUT_HOST = "draco"  # leaves the network for part of every scenario cycle, then returns
+HOT_GPU = ("boreas", 3)  # heats past the temperature ceiling, then cools down again
+CYCLE_S = 90.0  # the scenario repeats: dropout during [30, 60) s, overheating during [10, 45) s
+DRIFT_INTERVAL_S = 2.0
 MAX_DEMO_SECONDS = 3600.0
 
 
@@ -92,6 +102,64 @@ def drift(gpus: SimHostGpus, rng: random.Random) -> SimHostGpus:
     return replace(gpus, gpus=drifted)
 
 
+class DropoutProxy:
+    """A TCP relay on a fixed 127.0.0.1 port in front of a host; `unplug()` makes it vanish."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._relays: set[asyncio.Task[None]] = set()
+
+    async def plug(self) -> int:
+        """Listen (again, on the same port once chosen); returns the port."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port,
+                                                      reuse_address=True)
+            self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def unplug(self) -> None:
+        """Stop listening and cut every relayed connection, like a host leaving the network."""
+        if self._server is not None:
+            self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            await self._server.wait_closed()
+            self._server = None
+        for relay in list(self._relays):
+            relay.cancel()
+        await asyncio.gather(*self._relays, return_exceptions=True)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+        pumps = [asyncio.create_task(_pump(reader, up_writer)),
+                 asyncio.create_task(_pump(up_reader, writer))]
+        self._relays.update(pumps)
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            self._relays.difference_update(pumps)
+            for end in (writer, up_writer):
+                end.transport.abort()
+                self._writers.discard(end)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while data := await reader.read(65536):
+        writer.write(data)
+        await writer.drain()
+
+
 @contextlib.asynccontextmanager
 async def demo_fleet(workdir: Path, seed: int = 7) -> AsyncIterator[tuple[Path, Path, Path]]:
     """Start the simulated hosts; yields (inventory path, database path, ssh data dir)."""
@@ -105,6 +173,7 @@ async def demo_fleet(workdir: Path, seed: int = 7) -> AsyncIterator[tuple[Path, 
     authorized.write_bytes(_client_pub.read_bytes())
     hosts: list[DemoHost] = []
     servers: list[SimSshHost] = []
+    proxy: DropoutProxy | None = None
     try:
         for name, count, model, memory in DEMO_HOSTS:
             home = workdir / "hosts" / name
@@ -116,46 +185,119 @@ async def demo_fleet(workdir: Path, seed: int = 7) -> AsyncIterator[tuple[Path, 
             server = SimSshHost(name, host_key, authorized, tools.env(config_path), home)
             port = await server.start()
             servers.append(server)
+            if name == DROPOUT_HOST:
+                proxy = DropoutProxy(port)
+                port = await proxy.plug()
             hosts.append(DemoHost(name, config_path, gpus, port))
         inventory = workdir / "inventory.yaml"
         lines = ["# fleet demo inventory (generated)", "hosts:"]
         for host in hosts:
             lines += [f"  {host.name}:", "    address: 127.0.0.1", f"    port: {host.port}",
                       f"    identity_file: {client_key}"]
-        lines += ["  controller:", "    connection: local"]
         inventory.write_text("\n".join(lines) + "\n")
-        drifter = asyncio.create_task(_drift_forever(hosts, rng))
+        scenario = asyncio.create_task(_scenario_forever(hosts, proxy, rng))
         try:
             yield inventory, workdir / "fleet.db", workdir / "ssh"
         finally:
-            drifter.cancel()
+            scenario.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await drifter
+                await scenario
     finally:
+        if proxy is not None:
+            await proxy.unplug()
         for server in servers:
             await server.stop()
 
 
-async def _drift_forever(hosts: list[DemoHost], rng: random.Random) -> None:
-    deadline = time.monotonic() + MAX_DEMO_SECONDS
+def overheat(gpus: SimHostGpus, index: int, phase_s: float) -> SimHostGpus:
+    """Force GPU `index` hot while the scenario says so (ramps to 92 °C), else leave it."""
+    if not 10.0 <= phase_s < 45.0 or index >= len(gpus.gpus):
+        return gpus
+    hot = replace(gpus.gpus[index], temperature_c=min(92, 80 + int(phase_s - 10)),
+                  utilization_gpu_pct=100)
+    return replace(gpus, gpus=[hot if i == index else g for i, g in enumerate(gpus.gpus)])
+
+
+async def _scenario_forever(hosts: list[DemoHost], proxy: DropoutProxy | None,
+                            rng: random.Random) -> None:
+    started = time.monotonic()
+    deadline = started + MAX_DEMO_SECONDS
     while time.monotonic() < deadline:
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(DRIFT_INTERVAL_S)
+        phase = (time.monotonic() - started) % CYCLE_S
         for host in hosts:
             host.gpus = drift(host.gpus, rng)
-            await asyncio.to_thread(write_config, host.config_path, host.gpus)
+            shown = overheat(host.gpus, HOT_GPU[1], phase) if host.name == HOT_GPU[0] \
+                else host.gpus
+            await asyncio.to_thread(write_config, host.config_path, shown)
+        if proxy is not None:
+            if 30.0 <= phase < 60.0:
+                await proxy.unplug()
+            else:
+                await proxy.plug()
+
+
+DEMO_SCRIPTS = {
+    "train.py": (
+        "import os, sys, time\n"
+        "steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30\n"
+        "print('demo training on GPUs', os.environ.get('CUDA_VISIBLE_DEVICES'), flush=True)\n"
+        "for step in range(steps):\n"
+        "    print(f'step {step + 1}/{steps} loss {2.0 / (step + 1):.3f}', flush=True)\n"
+        "    time.sleep(1)\n"
+        "print('done', flush=True)\n"),
+    "hello.sh": "#!/bin/sh\necho \"hello from $(hostname) GPUs=$CUDA_VISIBLE_DEVICES\"\n",
+}
+
+
+def write_demo_scripts(directory: Path) -> list[str]:
+    """The demo tasks the dispatch dialog offers; returns their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in DEMO_SCRIPTS.items():
+        path = directory / name
+        path.write_text(text)
+        path.chmod(0o755)
+        paths.append(str(path))
+    return paths
+
+
+def demo_ssh_options(ssh_dir: Path) -> SshOptions:
+    """SSH options for the demo: its own pinned-keys file, first keys accepted (all local)."""
+    from fleet.ssh.options import SshOptions
+
+    return SshOptions(known_hosts_files=(), pinned_hosts_file=ssh_dir / "known_hosts",
+                      accept_new=True)
+
+
+async def run_demo_tui(workdir: Path) -> int:
+    """Start the demo fleet and the monitor, open the TUI on it; everything stops on exit."""
+    import importlib
+
+    from fleet.service import open as open_fleet
+
+    async with demo_fleet(workdir) as (inventory, database, ssh_dir):
+        options = demo_ssh_options(ssh_dir)
+        scripts = write_demo_scripts(workdir / "scripts")
+        async with open_fleet(str(database), inventory, ssh_options=options) as service:
+            # tui is imported by name: fleet must not depend on the UI layer statically.
+            app_module = importlib.import_module("tui.app")
+            adapter_module = importlib.import_module("tui.adapter")
+            adapter = adapter_module.FleetAdapter(service, scripts=scripts, poll_interval_s=2.0)
+            app = app_module.FleetApp(adapter)
+            await app.run_async()
+            return int(app.return_code or 0)
 
 
 async def run_demo(rounds: int, interval: float) -> int:
     """Start the demo fleet and print `fleet status` every `interval` seconds, `rounds` times."""
     from fleet.cli.status_view import render_status
     from fleet.service import open as open_fleet
-    from fleet.ssh.options import SshOptions
 
     workdir = Path(tempfile.mkdtemp(prefix="fleet-demo-"))
     try:
         async with demo_fleet(workdir) as (inventory, database, ssh_dir):
-            options = SshOptions(known_hosts_files=(), pinned_hosts_file=ssh_dir / "known_hosts",
-                                 accept_new=True)
+            options = demo_ssh_options(ssh_dir)
             async with open_fleet(str(database), inventory, ssh_options=options) as service:
                 for round_number in range(rounds):
                     statuses = await service.status(timeout=10)
@@ -166,23 +308,38 @@ async def run_demo(rounds: int, interval: float) -> int:
                     print(render_status(statuses), flush=True)
                     if round_number + 1 < rounds:
                         await asyncio.sleep(interval)
-                history = await service.gpu_history(since=time.time() - 3600,
-                                                    until=time.time(), bucket_s=60)
-                print(f"\nrecorded {len(history)} per-minute GPU history points; "
-                      "the real TUI replaces this view (`fleet tui`).")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
+def demo_main(*, text_rounds: int | None = None, interval: float = 2.0) -> int:
+    """Run the demo: the TUI, or `text_rounds` rounds of status text; cleans up on exit."""
+    if text_rounds is not None:
+        return asyncio.run(run_demo(max(1, text_rounds), max(0.2, interval)))
+    workdir = Path(tempfile.mkdtemp(prefix="fleet-demo-"))
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) unwinds like q: servers stop, dir removed.
+    for number in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(number, _exit_on_signal)
+    try:
+        return asyncio.run(run_demo_tui(workdir))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _exit_on_signal(number: int, _frame: object) -> None:
+    raise SystemExit(128 + number)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m fleet.demo`."""
     parser = argparse.ArgumentParser(prog="fleet demo", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=int(os.environ.get("FLEET_DEMO_ROUNDS", 5)))
+    parser.add_argument("--text", type=int, metavar="ROUNDS", default=None,
+                        help="print ROUNDS rounds of status text instead of opening the TUI")
     parser.add_argument("--interval", type=float, default=2.0)
     args = parser.parse_args(argv)
     try:
-        return asyncio.run(run_demo(max(1, args.rounds), max(0.2, args.interval)))
+        return demo_main(text_rounds=args.text, interval=args.interval)
     except KeyboardInterrupt:
         return 130
 

@@ -1,0 +1,1 @@
+"""TUI tests: Pilot behaviour, snapshots, end-to-end and tmux smoke tests."""

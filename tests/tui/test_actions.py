@@ -1,0 +1,226 @@
+"""Every operator action through the keyboard: drain, undrain, reserve, release, cancel,
+dispatch (with preview) and adopt (with fingerprint confirmation); errors shown, not raised."""
+
+from __future__ import annotations
+
+from textual.widgets import Button, Input, Static
+
+from tests.tui.conftest import settle
+from tests.tui.fake_service import FakeService
+from tui.app import FleetApp
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.dispatch import DispatchScreen, parse_size
+from tui.screens.overview import OverviewScreen
+from tui.screens.tasks import TasksScreen
+from tui.service import FeatureUnavailable
+from tui.widgets.fleet_table import FleetTable
+from tui.widgets.keyed_table import KeyedTable
+
+
+def cell(app: FleetApp, row: str, column: str) -> str:
+    return str(app.screen.query_one(FleetTable).get_cell(row, column))
+
+
+async def test_drain_asks_then_drains_and_the_row_shows_it(app: FleetApp, fake: FakeService
+                                                           ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "down", "n")  # cygnus
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question == "Drain cygnus?"
+        await pilot.press("y")
+        await settle(pilot)
+        assert ("drain", "cygnus", None) in fake.calls
+        assert cell(app, "cygnus", "state") == "DRAINED"
+
+
+async def test_declining_the_confirmation_changes_nothing(app: FleetApp, fake: FakeService
+                                                          ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "down", "n", "n")
+        await settle(pilot)
+        assert isinstance(app.screen, OverviewScreen)
+        assert not [c for c in fake.calls if c[0] == "drain"]
+
+
+async def test_undrain_a_drained_host(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press(*["down"] * 5, "n")  # eridanus (drained)
+        await settle(pilot)
+        assert app.screen.question == "Undrain eridanus?"  # type: ignore[attr-defined]
+        await pilot.press("y")
+        await settle(pilot)
+        assert ("undrain", "eridanus", None) in fake.calls
+        assert cell(app, "eridanus", "state") == "up"
+
+
+async def test_drain_one_gpu_from_its_row(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "space", "down", "down", "n", "y")  # boreas GPU 1
+        await settle(pilot)
+        assert ("drain", "boreas", 1) in fake.calls
+        assert cell(app, "boreas:1", "state") == "DRAINED"
+
+
+async def test_reserve_free_gpus_of_a_host_then_release_on_allocations(
+        app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down", "down", "r")  # cygnus: 2 free GPUs
+        await settle(pilot)
+        assert "cygnus GPU 0, 1" in app.screen.question  # type: ignore[attr-defined]
+        await pilot.press("y")
+        await settle(pilot)
+        assert ("reserve", "cygnus", (0, 1)) in fake.calls
+        await pilot.press("a")
+        await settle(pilot)
+        table = app.screen.query_one(KeyedTable)
+        assert {"100", "101"} <= set(table.rows_by_key)
+        table.move_cursor(row=list(table.rows_by_key).index("100"))
+        await pilot.press("x", "y")
+        await settle(pilot)
+        assert ("release", 100) in fake.calls
+        assert "100" not in table.rows_by_key
+
+
+async def test_task_allocations_are_not_released_from_the_ui(app: FleetApp, fake: FakeService
+                                                             ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        await pilot.press("x")  # first row is task 12's allocation
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert not [c for c in fake.calls if c[0] == "release"]
+
+
+async def test_cancel_running_task_and_follow_its_log(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TasksScreen)
+        log = screen.query_one("#task-log")
+        assert "[task 12] step 4 loss 0.200" in "\n".join(log.lines)  # type: ignore[attr-defined]
+        await pilot.press("x")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot)
+        assert ("cancel", 12) in fake.calls
+        assert str(screen.query_one(KeyedTable).get_cell("12", "state")) == "cancelled"
+
+
+async def test_dispatch_previews_then_submits(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "d")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, DispatchScreen)
+        assert dialog.query_one("#script", Input).value == "examples/train.py"
+        assert dialog.query_one("#submit", Button).disabled
+        dialog.query_one("#args", Input).value = "--epochs '3 4'"
+        dialog.query_one("#gpus", Input).value = "2"
+        dialog.query_one("#gpus", Input).focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        preview = str(dialog.query_one("#preview", Static).render())
+        assert "would run on cygnus GPU 0, 1" in preview and "excluded: drained" in preview
+        assert not dialog.query_one("#submit", Button).disabled
+        await pilot.click("#submit")
+        await settle(pilot)
+        assert ("dispatch", "examples/train.py", 2, ("--epochs", "3 4")) in fake.calls
+        assert isinstance(app.screen, TasksScreen)
+        assert "40" in app.screen.query_one(KeyedTable).rows_by_key
+
+
+async def test_dispatch_without_placement_cannot_submit(app: FleetApp, fake: FakeService
+                                                        ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        dialog = app.screen
+        dialog.query_one("#gpus", Input).value = "8"
+        dialog.query_one("#gpus", Input).focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "no placement possible" in str(dialog.query_one("#preview", Static).render())
+        assert dialog.query_one("#submit", Button).disabled
+        assert not [c for c in fake.calls if c[0] == "dispatch"]
+
+
+async def test_dispatch_failure_is_shown_and_the_dialog_stays(app: FleetApp, fake: FakeService
+                                                              ) -> None:
+    fake.fail_dispatch = True
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.click("#submit")
+        await settle(pilot)
+        assert isinstance(app.screen, DispatchScreen)
+        assert "disk full" in str(app.screen.query_one("#preview", Static).render())
+
+
+async def test_adopt_shows_the_fingerprint_before_adopting(app: FleetApp, fake: FakeService
+                                                           ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("v")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        assert "SHA256:q0b3+fakeFingerprintForTests" in dialog.detail
+        assert not [c for c in fake.calls if c[0] == "adopt"]
+        await pilot.press("y")
+        await settle(pilot)
+        assert ("adopt", "10.0.0.77:22", "SHA256:q0b3+fakeFingerprintForTests0123456789a") \
+            in fake.calls
+        assert str(app.screen.query_one(KeyedTable).get_cell("10.0.0.77:22", "state")) \
+            == "adopted"
+
+
+class NoEvents(FakeService):
+    async def events(self, limit: int = 500) -> list:  # type: ignore[type-arg]
+        raise FeatureUnavailable("event list (health)")
+
+
+async def test_missing_feature_is_a_notification_not_a_crash() -> None:
+    from tests.tui.fake_service import NOW
+
+    app = FleetApp(NoEvents(), clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        messages = [n.message for n in app._notifications]
+        assert any("not available in this build" in m for m in messages)
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, OverviewScreen)
+
+
+def test_memory_sizes_parse_with_binary_units() -> None:
+    assert parse_size("20G") == 20 * 1024**3
+    assert parse_size("512m") == 512 * 1024**2
+    assert parse_size(" ") is None
+    import pytest
+
+    from fleet.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="memory size 'lots'"):
+        parse_size("lots")

@@ -1,0 +1,109 @@
+"""Live updates: only changed cells are rewritten, unchanged ticks are skipped, the selection
+stays on its host while rows move, and odd hosts (long names, no GPUs, missing fields) render."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fleet.snapshot import FleetSnapshot
+from tests.tui.conftest import settle
+from tests.tui.fake_service import LONG_NAME, NOW, FakeService, gpu, host, standard_fleet
+from tui.app import FleetApp
+from tui.widgets.fleet_table import FleetTable
+
+
+def with_cygnus_util(snapshot: FleetSnapshot, util: float) -> FleetSnapshot:
+    hosts = tuple(
+        host("cygnus", [gpu("cygnus", i, "NVIDIA GeForce RTX 4090", 24, util, 20, 60, 300)
+                        for i in range(2)], load=0.1)
+        if h.spec.name == "cygnus" else h for h in snapshot.hosts)
+    return replace(snapshot, hosts=hosts, changed=frozenset({"cygnus"}))
+
+
+async def test_a_changed_host_rewrites_only_its_changed_cells(app: FleetApp, fake: FakeService
+                                                              ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        assert app.snapshots_seen == 1
+        fake.push(with_cygnus_util(fake.snapshot, 80))
+        await settle(pilot)
+        assert app.snapshots_seen == 2
+        # util bar, memory, temperature, power and the GPU strip of one row; nothing else
+        assert table.updated_cells == 5
+        assert "80%" in str(table.get_cell("cygnus", "util"))
+        assert str(table.get_cell("cygnus", "gpus")) == "2/2"
+
+
+async def test_an_identical_snapshot_rewrites_nothing(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        assert table.apply(standard_fleet(), NOW) is False
+        assert table.updated_cells == 0
+
+
+async def test_selection_follows_its_host_when_the_sort_moves_it(app: FleetApp,
+                                                                 fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")  # sort by util: cygnus (0 %) sits low
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        table.move_cursor(row=table._order.index("cygnus"))
+        await settle(pilot)
+        before = table._order.index("cygnus")
+        fake.push(with_cygnus_util(fake.snapshot, 100))  # now the busiest host
+        await settle(pilot)
+        assert table._order[0] == "cygnus" != before
+        assert table.selected_key == "cygnus"
+
+
+async def test_hosts_coming_and_going_keep_other_rows(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        snapshot = fake.snapshot
+        fewer = replace(snapshot, hosts=tuple(h for h in snapshot.hosts
+                                              if h.spec.name != "draco"))
+        fake.push(fewer)
+        await settle(pilot)
+        assert "draco" not in table._order and table.row_count == 6
+        fake.push(snapshot)
+        await settle(pilot)
+        assert "draco" in table._order and table.row_count == 7
+
+
+async def test_odd_hosts_render_without_breaking_the_layout(app: FleetApp) -> None:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        name = str(table.get_cell(LONG_NAME, "name"))
+        assert name.endswith("…") and len(name) <= 17
+        assert str(table.get_cell("fornax", "strip")) == "no GPUs"
+        assert str(table.get_cell("fornax", "gpus")) == "0"
+        assert str(table.get_cell("draco", "state")) == "UNREACH"
+        assert str(table.get_cell("draco", "seen")) == "5m"
+        assert str(table.get_cell("boreas", "state")) == "HOT"
+
+
+async def test_resizing_keeps_rows_and_selection(app: FleetApp) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down")
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        assert table.size.width <= 80 and table.row_count == 7
+        assert table.selected_key == "boreas"
+        await pilot.resize_terminal(200, 60)
+        await settle(pilot)
+        assert table.selected_key == "boreas"
+
+
+def test_no_color_is_respected(monkeypatch: object, fake: FakeService) -> None:
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert FleetApp(fake, clock=lambda: NOW).no_color

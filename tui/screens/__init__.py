@@ -1,0 +1,1 @@
+"""The TUI's screens and dialogs."""

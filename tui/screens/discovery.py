@@ -1,0 +1,113 @@
+"""Discovery candidates: hosts seen on the network; adopt one after confirming its host key."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from fleet.errors import FleetError
+from tui import format as fmt
+from tui.messages import CandidatesLoaded, FingerprintFetched
+from tui.screens.base import FleetScreen, report_failure
+from tui.screens.confirm import ConfirmScreen
+from tui.service import CandidateView
+from tui.widgets.keyed_table import KeyedTable
+
+CANDIDATE_COLUMNS = (("name", "Name", 18), ("address", "Address", 22), ("source", "Seen via", 16),
+                     ("gpus", "GPUs", 18), ("state", "State", 8), ("seen", "Seen", 6))
+REFRESH_S = 5.0
+
+
+class DiscoveryScreen(FleetScreen):
+    """Candidates from mDNS (and other sources) that are not in the fleet yet."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.switch_mode('fleet')", "Fleet", show=False)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.candidates: dict[str, CandidateView] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("Discovery — Enter: adopt the candidate (you confirm its host key first)",
+                     id="discovery-title")
+        yield KeyedTable(CANDIDATE_COLUMNS, id="candidates")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(KeyedTable).focus()
+        self.load()
+        self.set_interval(REFRESH_S, self.load)
+
+    @work(exclusive=True, group="candidates")
+    async def load(self) -> None:
+        try:
+            candidates = await self.service.candidates()
+        except FleetError as exc:
+            report_failure(self, "list discovery candidates", exc)
+            return
+        self.post_message(CandidatesLoaded(candidates))
+
+    @on(CandidatesLoaded)
+    def loaded(self, message: CandidatesLoaded) -> None:
+        now = self.now()
+        self.candidates = {c.key: c for c in message.candidates}
+        self.query_one(KeyedTable).sync({c.key: _cells(c, now) for c in message.candidates})
+
+    def refresh_data(self) -> None:
+        self.load()
+
+    @on(DataTable.RowSelected)
+    def adopt(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        key = self.query_one(KeyedTable).selected_key
+        candidate = self.candidates.get(key) if key else None
+        if candidate is None:
+            return
+        if candidate.state == "adopted":
+            self.notify(f"{candidate.name} is already in the fleet", severity="warning")
+            return
+        self.fetch_fingerprint(candidate)
+
+    @work(exclusive=True, group="fingerprint")
+    async def fetch_fingerprint(self, candidate: CandidateView) -> None:
+        try:
+            fingerprint = await self.service.host_key(candidate.key)
+        except FleetError as exc:
+            report_failure(self, f"fetch the host key of {candidate.name}", exc)
+            return
+        self.post_message(FingerprintFetched(candidate, fingerprint))
+
+    @on(FingerprintFetched)
+    def confirm_fingerprint(self, message: FingerprintFetched) -> None:
+        candidate, fingerprint, service = message.candidate, message.fingerprint, self.service
+
+        def decided(confirmed: bool | None) -> None:
+            if confirmed:
+                self.perform(f"adopt {candidate.name}",
+                             lambda: service.adopt(candidate.key, fingerprint),
+                             f"adopted {candidate.name}: host key pinned, host added")
+
+        self.app.push_screen(ConfirmScreen(
+            f"Adopt {candidate.name} ({candidate.address}:{candidate.port})?",
+            f"Its SSH host key is\n\n  {fingerprint.key_type} {fingerprint.sha256}\n\n"
+            "Compare it with the host's own (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub) "
+            "before saying yes: the key will be pinned and trusted from now on.",
+            yes_label="Adopt"), decided)
+
+
+def _cells(candidate: CandidateView, now: float) -> tuple[object, ...]:
+    style = {"seen": "green", "gone": "grey50", "adopted": "cyan"}.get(candidate.state, "")
+    return (
+        fmt.clip(candidate.name, 18),
+        fmt.clip(f"{candidate.address}:{candidate.port}", 22),
+        fmt.clip(candidate.source, 16),
+        fmt.clip(candidate.gpu_summary or "–", 18),
+        Text(candidate.state, style=style),
+        fmt.age(now - candidate.last_seen) if candidate.last_seen is not None else "–",
+    )

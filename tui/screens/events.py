@@ -1,0 +1,114 @@
+"""Events: the fleet's event log (health, hosts, tasks, drains), filterable by text and severity."""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Input, Static
+
+from fleet.errors import FleetError
+from tui.messages import EventsLoaded
+from tui.screens.base import FleetScreen, report_failure
+from tui.service import EventView
+from tui.widgets.keyed_table import KeyedTable
+
+EVENT_COLUMNS = (("time", "Time", 8), ("severity", "Severity", 8), ("kind", "Kind", 16),
+                 ("host", "Host", 14), ("message", "Message", 60))
+SEVERITIES = ("info", "warning", "error", "critical")
+SEVERITY_STYLES = {"info": "", "warning": "yellow", "error": "bold red", "critical": "bold red"}
+REFRESH_S = 3.0
+
+
+class EventsScreen(FleetScreen):
+    """Newest events first; `/` filters by text, `w` raises the minimum severity."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("slash", "filter", "Filter"),
+                Binding("w", "cycle_severity", "Min severity"),
+                Binding("escape", "clear_filter", "Clear filter", show=False)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[EventView] = []
+        self.query_text = ""
+        self.min_severity = "info"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="events-title")
+        yield KeyedTable(EVENT_COLUMNS, id="events")
+        yield Input(placeholder="filter events: text in kind, host or message (Enter)",
+                    id="events-filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#events-filter", Input).display = False
+        self.query_one(KeyedTable).focus()
+        self._title()
+        self.load()
+        self.set_interval(REFRESH_S, self.load)
+
+    @work(exclusive=True, group="events")
+    async def load(self) -> None:
+        try:
+            events = await self.service.events(500)
+        except FleetError as exc:
+            report_failure(self, "list events", exc)
+            return
+        self.post_message(EventsLoaded(events))
+
+    @on(EventsLoaded)
+    def loaded(self, message: EventsLoaded) -> None:
+        self.events = message.events
+        self._show()
+
+    def _show(self) -> None:
+        floor = SEVERITIES.index(self.min_severity)
+        needle = self.query_text.lower()
+        shown = {
+            str(e.event_id): _cells(e) for e in self.events
+            if (SEVERITIES.index(e.severity) if e.severity in SEVERITIES else 0) >= floor
+            and (not needle or needle in f"{e.kind} {e.host or ''} {e.message}".lower())
+        }
+        self.query_one(KeyedTable).sync(shown)
+
+    def _title(self) -> None:
+        self.query_one("#events-title", Static).update(
+            f"Events — severity ≥ [b]{self.min_severity}[/] (w)  ·  filter (/): "
+            f"[b]{self.query_text or 'none'}[/]")
+
+    def action_cycle_severity(self) -> None:
+        index = (SEVERITIES.index(self.min_severity) + 1) % len(SEVERITIES)
+        self.min_severity = SEVERITIES[index]
+        self._title()
+        self._show()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        box.display = True
+        box.value = self.query_text
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        self.query_one("#events-filter", Input).display = False
+        self.query_text = ""
+        self.query_one(KeyedTable).focus()
+        self._title()
+        self._show()
+
+    @on(Input.Submitted, "#events-filter")
+    def submitted(self, event: Input.Submitted) -> None:
+        event.input.display = False
+        self.query_text = event.value.strip()
+        self.query_one(KeyedTable).focus()
+        self._title()
+        self._show()
+
+
+def _cells(event: EventView) -> tuple[object, ...]:
+    stamp = time.strftime("%H:%M:%S", time.gmtime(event.ts))
+    return (stamp, Text(event.severity, style=SEVERITY_STYLES.get(event.severity, "")),
+            event.kind[:16], (event.host or "–")[:14], Text(event.message[:200]))

@@ -1,0 +1,50 @@
+"""A DataTable kept in sync with keyed rows by updating only the cells that changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from textual.widgets import DataTable
+
+Row = tuple[object, ...]
+
+
+class KeyedTable(DataTable[object]):
+    """Rows keyed by a stable string; `sync()` adds, removes and rewrites changed cells only."""
+
+    def __init__(self, columns: Sequence[tuple[str, str, int]], *, id: str | None = None
+                 ) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.column_spec = tuple(columns)
+        self.rows_by_key: dict[str, Row] = {}
+
+    def on_mount(self) -> None:
+        for key, label, width in self.column_spec:
+            self.add_column(label, width=width, key=key)
+
+    @property
+    def selected_key(self) -> str | None:
+        """The key of the row under the cursor."""
+        if self.row_count == 0:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def sync(self, wanted: Mapping[str, Row]) -> int:
+        """Make the table show `wanted` (in its order for new rows); returns cells written."""
+        written = 0
+        for key in [k for k in self.rows_by_key if k not in wanted]:
+            self.remove_row(key)
+            del self.rows_by_key[key]
+        columns = [key for key, _, _ in self.column_spec]
+        for key, cells in wanted.items():
+            old = self.rows_by_key.get(key)
+            if old is None:
+                self.add_row(*cells, key=key)
+                written += len(cells)
+            elif old != cells:
+                for column, before, after in zip(columns, old, cells, strict=True):
+                    if before != after:
+                        self.update_cell(key, column, after)
+                        written += 1
+            self.rows_by_key[key] = cells
+        return written
