@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from fleet.api.discovery import DiscoveryAPI
 from fleet.api.dispatch import DispatchAPI
+from fleet.api.health import HealthAPI
 from fleet.api.monitor import MonitorAPI
 from fleet.api.placement import PlacementAPI
 from fleet.errors import StorageError
@@ -35,10 +36,11 @@ if TYPE_CHECKING:
     from db.types import GpuHistoryPoint, HostRow, LatestGpu
 
 
-class Fleet(MonitorAPI, PlacementAPI, DispatchAPI, DiscoveryAPI):
+class Fleet(MonitorAPI, HealthAPI, PlacementAPI, DispatchAPI, DiscoveryAPI):
     """A session over one inventory and one database; create it with `fleet.open()`.
 
-    Feature operations (monitor, placement, dispatch, discovery) come from the mixins in fleet/api/.
+    Feature operations (monitor, health, placement, dispatch, discovery) come from the
+    mixins in fleet/api/.
     """
 
     def __init__(self, database: Database, inventory: Inventory, ssh_options: SshOptions) -> None:
@@ -104,12 +106,16 @@ class Fleet(MonitorAPI, PlacementAPI, DispatchAPI, DiscoveryAPI):
         bucket_s: int | None = None,
         limit: int | None = None,
     ) -> list[GpuHistoryPoint]:
-        """GPU samples between two epoch times, raw or aggregated per `bucket_s` seconds."""
-        from db.history import gpu_history
+        """GPU samples between two epoch times, raw or aggregated per `bucket_s` seconds.
+
+        Bucketed ranges older than the raw-sample retention are answered from the 1-minute
+        rollups, so long histories stay available after raw samples are pruned.
+        """
+        from db.rollup_history import gpu_history_with_rollups
 
         def load() -> list[GpuHistoryPoint]:
             with self._storage("read history"), self.database.session() as session:
-                return gpu_history(
+                return gpu_history_with_rollups(
                     session,
                     since_ms=int(since * 1000),
                     until_ms=int(until * 1000),

@@ -119,10 +119,9 @@ class FleetAdapter:
         await self._feature("cancel", "cancel (dispatch)")(task_id)
 
     async def events(self, limit: int = 500) -> list[EventView]:
-        rows = await self._feature("events", "event list (health)")(limit=limit)
-        return [EventView(row.id, row.ts if row.ts < 1e11 else row.ts / 1000, row.severity,
-                          row.kind, row.message, row.host, getattr(row, "gpu_idx", None),
-                          row.task_id) for row in rows]
+        rows = await self.fleet.events(limit=limit)
+        return [EventView(row.id, float(row.ts), row.severity, row.kind, row.message, row.host,
+                          row.gpu_idx, row.task_id) for row in rows]
 
     async def allocations(self) -> list[AllocationView]:
         rows = await self._feature("allocations", "allocations (placement)")()
@@ -157,18 +156,11 @@ class FleetAdapter:
 
     async def _set_drain(self, host: str, gpu_index: int | None, drained: bool,
                          reason: str | None) -> None:
-        import getpass
-
-        from fleet.health.drain import set_drain
-
         target = host if gpu_index is None else f"{host}:{gpu_index}"
-
-        def apply() -> None:
-            with self.fleet.database.session() as session:
-                set_drain(session, target, drained=drained, reason=reason,
-                          by=self.owner or getpass.getuser(), now=time.time())
-
-        await asyncio.to_thread(apply)
+        if drained:
+            await self.fleet.drain(target, reason, by=self.owner)
+        else:
+            await self.fleet.undrain(target, by=self.owner)
 
     async def candidates(self) -> list[CandidateView]:
         views = await self._feature("discovered_hosts", "discovery")()
