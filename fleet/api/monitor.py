@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING
 
 from fleet.errors import ConfigError
@@ -17,10 +17,14 @@ from fleet.errors import ConfigError
 if TYPE_CHECKING:
     from db.engine import Database
     from fleet.inventory import Inventory
+    from fleet.model import HostSpec
     from fleet.monitor.config import Settings
     from fleet.monitor.monitor import Monitor, SummaryCallback
     from fleet.snapshot import FleetSnapshot
     from fleet.ssh.options import SshOptions
+
+# Housekeeping runs every 5 s; tasks are checked against their hosts every 6th pass.
+RECONCILE_EVERY_PASSES = 6
 
 
 class MonitorAPI:
@@ -32,6 +36,37 @@ class MonitorAPI:
     _monitor: Monitor | None = None
     _monitor_watchers: int = 0  # watch() calls holding a monitor that watch() started
     _monitor_auto: bool = False
+
+    _housekeeping_passes: int = 0
+
+    hosts: Callable[[str | None], tuple[HostSpec, ...]]  # fleet.service.Fleet.hosts
+
+    async def _housekeeping(self, monitor: Monitor) -> None:
+        """Expire reservations, show allocations in snapshots, reconcile tasks every 30 s."""
+        import asyncio
+
+        from db.allocation_details import allocation_details
+        from fleet.placement.reservations import expire
+        from fleet.snapshot import AllocationInfo
+
+        def load() -> dict[tuple[str, int], AllocationInfo]:
+            expire(self.database)
+            with self.database.session() as session:
+                details = allocation_details(session, active_only=True)
+            return {
+                (d.host, d.gpu_idx): AllocationInfo(
+                    allocation_id=d.id, kind=d.kind, owner=d.owner, task_id=d.task_id,
+                    task_name=d.task_name,
+                    expires_at=None if d.expires_at is None else float(d.expires_at),
+                    note=d.note)
+                for d in details
+            }
+
+        monitor.set_allocations(await asyncio.to_thread(load))
+        self._housekeeping_passes += 1
+        reconcile = getattr(self, "reconcile_tasks", None)
+        if callable(reconcile) and self._housekeeping_passes % RECONCILE_EVERY_PASSES == 1:
+            await reconcile()
 
     def monitor_settings(self) -> Settings:
         """The effective settings: defaults, the config file, the inventory's `settings:`."""
@@ -55,12 +90,11 @@ class MonitorAPI:
 
         ConfigError when a monitor is already running or no host matches `pattern`.
         """
-        from fleet.inventory import select_hosts
         from fleet.monitor.monitor import Monitor
 
         if self._monitor is not None:
             raise ConfigError("the monitor is already running in this process")
-        specs = select_hosts(self.inventory, pattern)
+        specs = self.hosts(pattern)
         if not specs:
             raise ConfigError(f"no host matches {pattern!r}")
         monitor = Monitor(
@@ -69,6 +103,7 @@ class MonitorAPI:
             self.ssh_options,
             settings or self.monitor_settings(),
             on_summary=on_summary,
+            housekeeping=self._housekeeping,
         )
         self._monitor = monitor
         try:

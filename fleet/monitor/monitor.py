@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from fleet.monitor.pool import ConnectionPool
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.writer import EventIn, SampleWriter
-from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
+from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 
 if TYPE_CHECKING:
     from db.engine import Database
@@ -29,6 +29,8 @@ log = logging.getLogger("fleet.monitor")
 
 # How long changes are gathered before one snapshot is published (at most).
 PUBLISH_COALESCE_S = 0.05
+# Seconds between housekeeping passes (reservation expiry, allocations, task reconciliation).
+HOUSEKEEPING_INTERVAL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class MonitorSummary:
 
 
 SummaryCallback = Callable[[MonitorSummary], None]
+# Periodic bookkeeping the service layer plugs in; it receives the monitor to update.
+Housekeeping = Callable[["Monitor"], Awaitable[None]]
 
 
 class Monitor:
@@ -68,8 +72,11 @@ class Monitor:
         settings: Settings,
         *,
         on_summary: SummaryCallback | None = None,
+        housekeeping: Housekeeping | None = None,
     ) -> None:
         self.specs = tuple(specs)
+        self.housekeeping = housekeeping
+        self._allocations: dict[tuple[str, int], AllocationInfo] = {}
         self.settings = settings
         self.options = settings.ssh.apply(ssh_options)
         self.pool = ConnectionPool(self.options, settings.monitor.max_handshakes)
@@ -125,6 +132,9 @@ class Monitor:
             asyncio.create_task(self._interval_loop(), name="monitor interval"),
             asyncio.create_task(self._retention_loop(), name="monitor retention"),
         ]
+        if self.housekeeping is not None:
+            self._service_tasks.append(
+                asyncio.create_task(self._housekeeping_loop(), name="monitor housekeeping"))
         self._publish()
 
     async def stop(self) -> None:
@@ -278,7 +288,13 @@ class Monitor:
             self._submit_hooks()
             self._apply_drains()
 
+    def set_allocations(self, allocations: dict[tuple[str, int], AllocationInfo]) -> None:
+        """Who holds each GPU, keyed by (host, index); shown in the snapshots from now on."""
+        self._allocations = dict(allocations)
+        self._apply_drains()
+
     def _apply_drains(self) -> None:
+        """Put the stored drain flags and the current allocations on every GPU snapshot."""
         drains = self.writer.drains
         for name, host in list(self._hosts.items()):
             gpus = tuple(
@@ -286,6 +302,7 @@ class Monitor:
                     gpu,
                     drained=(name, gpu.index) in drains.gpus,
                     drain_reason=drains.gpus.get((name, gpu.index)),
+                    allocation=self._allocations.get((name, gpu.index)),
                 )
                 for gpu in host.gpus
             )
@@ -328,6 +345,21 @@ class Monitor:
                     raise
                 log.error("retention pass failed: %s", exc)
             await asyncio.sleep(settings.interval_s)
+
+    async def _housekeeping_loop(self) -> None:
+        """Run the service's housekeeping every HOUSEKEEPING_INTERVAL_S; failures are logged."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from db.errors import DatabaseError
+        from fleet.errors import FleetError
+
+        assert self.housekeeping is not None
+        while True:
+            try:
+                await self.housekeeping(self)
+            except (FleetError, SQLAlchemyError, DatabaseError, OSError) as exc:
+                log.error("housekeeping pass failed: %s", exc)
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
 
     def summary(self) -> MonitorSummary:
         """Counts over the current host states (samples written since the last summary)."""

@@ -81,3 +81,54 @@ async def test_start_monitor_twice_is_an_error(
     finally:
         await service.stop_monitor()
     assert not monitor.running and service.snapshot() is None
+
+
+async def test_snapshots_show_reservations_and_expired_ones_are_released(
+    gpu_hosts: GpuHostFactory, database: Database, sim_ssh_options: SshOptions,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from fleet.placement.claim import claim
+
+    config = tmp_path / "config.yaml"
+    config.write_text(FAST)
+    monkeypatch.setenv("FLEET_CONFIG", str(config))
+    monkeypatch.setattr("fleet.monitor.monitor.HOUSEKEEPING_INTERVAL_S", 0.2)
+    host = await gpu_hosts("resv", sim.idle(2, host="resv"))
+    service = Fleet(database, Inventory((host.spec,), None, {}, {}, None), sim_ssh_options)
+    await service.start_monitor()
+    try:
+        deadline = time.monotonic() + 20
+        while len(await service.latest_gpus()) < 2:  # the GPUs are in the database
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        held = await asyncio.to_thread(claim, database, "resv", [1], kind="reservation",
+                                       owner="alice", note="eval run")
+        expiring = await asyncio.to_thread(claim, database, "resv", [0], kind="reservation",
+                                           owner="bob", expires_at=int(time.time()) + 1)
+
+        async def holders() -> dict[int, str | None]:
+            async for snapshot in service.watch():
+                gpus = snapshot.hosts[0].gpus
+                view = {g.index: g.allocation.owner if g.allocation else None for g in gpus}
+                if view == {0: "bob", 1: "alice"}:
+                    return view
+            raise AssertionError("watch ended")
+
+        assert await asyncio.wait_for(holders(), 20) == {0: "bob", 1: "alice"}
+
+        async def after_expiry() -> None:
+            async for snapshot in service.watch():
+                gpus = {g.index: g for g in snapshot.hosts[0].gpus}
+                if gpus[0].allocation is None and gpus[1].allocation is not None:
+                    assert gpus[1].allocation.note == "eval run"
+                    assert gpus[1].allocation.allocation_id == held.allocation_ids[0]
+                    return
+
+        await asyncio.wait_for(after_expiry(), 20)
+        active = await service.allocations()
+        assert [a.id for a in active] == list(held.allocation_ids)
+        assert expiring.allocation_ids[0] not in [a.id for a in active]
+    finally:
+        await service.stop_monitor()
