@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from fleet.textsafe import safe_text
+
+_UNLIMITED = 1 << 30
+
 # Colour thresholds (percent / degrees C): below WARN is calm, from WARN busy, from HOT alarming.
 UTIL_WARN, UTIL_HOT = 50.0, 90.0
 MEM_WARN, MEM_HOT = 60.0, 90.0
@@ -154,3 +158,21 @@ def gpu_state(state: str, drained: bool) -> Text:
     if drained:
         return Text("DRAINED", style="bold magenta")
     return Text("ok", style="green")
+
+
+def safe_cell(cell: object) -> object:
+    """A table cell or line with control characters (terminal escapes) shown as '?'.
+
+    Host names, GPU names, task names and output come from outside; one ESC would let them
+    drive the operator's terminal. Styles of a Text are kept (the replacement is 1:1).
+    """
+    if isinstance(cell, Text):
+        cleaned = safe_text(cell.plain, limit=_UNLIMITED)
+        if cleaned == cell.plain:
+            return cell
+        copy = cell.copy()
+        copy.plain = cleaned
+        return copy
+    if isinstance(cell, str):
+        return safe_text(cell, limit=_UNLIMITED)
+    return cell

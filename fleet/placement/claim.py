@@ -71,6 +71,10 @@ def claim(
     try:
         with database.session() as session:
             expire_reservations(session, moment)
+            if now is None:
+                # The write lock is held from here: a claim that waited for it is timed now,
+                # after any release it waited on, so a GPU's allocation intervals never overlap.
+                moment = max(moment, int(time.time()))
             ids = gpu_ids_by_index(session, host, indices)
             unknown = [index for index in indices if index not in ids]
             if unknown:

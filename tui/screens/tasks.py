@@ -83,7 +83,8 @@ class TasksScreen(FleetScreen):
         log = self.query_one("#task-log", Log)
         log.clear()
         self.query_one("#log-title", Static).update(
-            Text(f"log of task {task.task_id} ({task.name}) — following", style="bold"))
+            Text(f"log of task {task.task_id} ({fmt.safe_cell(task.name)}) — following",
+                 style="bold"))
         self.follow_log(task.task_id)
 
     @work(exclusive=True, group="log")
@@ -97,7 +98,8 @@ class TasksScreen(FleetScreen):
     @on(LogLines)
     def log_lines(self, message: LogLines) -> None:
         if message.task_id == self.followed:
-            self.query_one("#task-log", Log).write_lines(message.lines)
+            self.query_one("#task-log", Log).write_lines(
+                [str(fmt.safe_cell(line)) for line in message.lines])
 
     def action_cancel_task(self) -> None:
         task = self.selected_task()

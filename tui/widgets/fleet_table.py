@@ -83,12 +83,12 @@ class FleetTable(DataTable[object]):
             cells = wanted[key]
             old = self._cells.get(key)
             if old is None:
-                self.add_row(*cells, key=key)
+                self.add_row(*(fmt.safe_cell(cell) for cell in cells), key=key)
                 self.updated_cells += len(cells)
             elif old != cells:
                 for column, old_cell, new_cell in zip(column_keys, old, cells, strict=True):
                     if old_cell != new_cell:
-                        self.update_cell(key, column, new_cell)
+                        self.update_cell(key, column, fmt.safe_cell(new_cell))
                         self.updated_cells += 1
             self._cells[key] = cells
         structure_changed = order != self._order
@@ -103,7 +103,7 @@ class FleetTable(DataTable[object]):
         self.clear()
         self._cells = {}
         for key in order:
-            self.add_row(*wanted[key], key=key)
+            self.add_row(*(fmt.safe_cell(cell) for cell in wanted[key]), key=key)
             self._cells[key] = wanted[key]
         self.updated_cells = len(order) * len(COLUMNS)
         self._order = order

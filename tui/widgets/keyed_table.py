@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from textual.widgets import DataTable
 
+from tui.format import safe_cell
+
 Row = tuple[object, ...]
 
 
@@ -39,12 +41,12 @@ class KeyedTable(DataTable[object]):
         for key, cells in wanted.items():
             old = self.rows_by_key.get(key)
             if old is None:
-                self.add_row(*cells, key=key)
+                self.add_row(*(safe_cell(cell) for cell in cells), key=key)
                 written += len(cells)
             elif old != cells:
                 for column, before, after in zip(columns, old, cells, strict=True):
                     if before != after:
-                        self.update_cell(key, column, after)
+                        self.update_cell(key, column, safe_cell(after))
                         written += 1
             self.rows_by_key[key] = cells
         return written
