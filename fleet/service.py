@@ -158,10 +158,11 @@ class _StorageGuard:
 def _redact(url: str) -> str:
     """The URL without a password, for messages."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - any unparsable URL is shown as given, minus nothing secret
+    except (ArgumentError, ValueError):  # unparsable: show only what follows any credentials
         return url.split("@")[-1]
 
 
