@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # test, iproute2 for namespaces and netem, gcc for the simulated NVML library.
 DEB_PACKAGES := openssh-server openssh-client iproute2 tmux gcc libc6-dev
 
-.PHONY: setup system-deps demo test test-fast lint status clean
+.PHONY: setup system-deps demo test test-fast lint reliability bench clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,10 @@ lint: setup
 
 test: system-deps setup lint
 	$(BIN)/python -m pytest -ra --durations=15
+
+# The long reliability part: 30 s faults on namespace hosts and a 10-minute soak (root).
+reliability: system-deps setup
+	FLEET_LONG_TESTS=1 $(BIN)/python -m pytest -ra -s --durations=20 tests/reliability tests/security tests/property
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -x -m "not slow"

@@ -1,0 +1,1 @@
+"""Reliability tests (issue 9)."""
