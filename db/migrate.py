@@ -77,13 +77,15 @@ def upgrade_to_head(engine: Engine) -> None:
     Retries, within LOCKED_RETRY_DEADLINE_S, when SQLite reports the database locked by another
     process that is migrating at the same moment.
     """
-    if is_current(engine):
-        return
     deadline = time.monotonic() + LOCKED_RETRY_DEADLINE_S
     attempt = 0
     while True:
         attempt += 1
         try:
+            # Even the first read can meet a lock: another process may be switching a new file
+            # to WAL or migrating it right now, so it is retried like the migration itself.
+            if is_current(engine):
+                return
             _upgrade_locked(engine)
             # Pooled connections opened before the migration may hold a stale schema (SQLite's
             # PRAGMA reflection does not reload it), so start the pool afresh.
