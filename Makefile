@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # test, iproute2 for namespaces and netem, gcc for the simulated NVML library.
 DEB_PACKAGES := openssh-server openssh-client iproute2 tmux gcc libc6-dev
 
-.PHONY: setup system-deps demo test test-fast lint reliability bench clean
+.PHONY: setup system-deps demo test test-fast lint reliability bench bench-quick clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,15 @@ test: system-deps setup lint
 # The long reliability part: 30 s faults on namespace hosts and a 10-minute soak (root).
 reliability: system-deps setup
 	FLEET_LONG_TESTS=1 $(BIN)/python -m pytest -ra -s --durations=20 tests/reliability tests/security tests/property
+
+# Benchmarks vs peers (asyncssh floor, OpenSSH, parallel-ssh, Ansible) on namespace hosts, written
+# to docs/bench/latest.{md,json}; ~9 min on 2 cores; root for the namespace parts (else skipped).
+bench: system-deps setup
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	timeout 1500 $(BIN)/python -m tests.bench
+
+bench-quick: setup
+	$(BIN)/python -m tests.bench --quick --out /tmp/fleet-bench
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -x -m "not slow"

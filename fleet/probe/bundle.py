@@ -34,11 +34,13 @@ import sys, types
 
 def _fleet_code(name, source):
     # Compiling pynvml costs 60-90 ms per probe; the code object is cached on the host, keyed
-    # by the source hash and the interpreter's bytecode magic, in a 0700 directory of the
-    # user's own cache (nothing is installed; a missing or unwritable cache only costs time).
-    import hashlib, importlib.util, marshal, os
+    # by the source hash and the exact interpreter (cache tag and version), in a 0700 directory
+    # of the user's own cache (nothing is installed; a missing or unwritable cache only costs
+    # time).
+    import hashlib, marshal, os
     filename = "<fleet-probe>/" + name + ".py"
-    key = hashlib.sha256(source.encode("utf-8") + importlib.util.MAGIC_NUMBER).hexdigest()[:24]
+    interpreter = (str(sys.implementation.cache_tag) + sys.version).encode("utf-8")
+    key = hashlib.sha256(source.encode("utf-8") + interpreter).hexdigest()[:24]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "fleet", "probe", name + "-" + key + ".code")
     code = None

@@ -36,6 +36,9 @@ T = TypeVar("T")
 
 def sanitize_text(value: str, limit: int = MAX_NAME_CHARS) -> str:
     """value without terminal escapes or control/format characters, at most `limit` chars."""
+    if value.isascii() and value.isprintable():  # the common case: nothing to remove
+        cleaned = value.strip()
+        return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
     without_escapes = _ESCAPE_SEQUENCE.sub("", value)
     printable = "".join(
         char for char in without_escapes if unicodedata.category(char) not in ("Cc", "Cf", "Cs")

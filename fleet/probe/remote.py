@@ -10,7 +10,6 @@ import json
 import os
 import select
 import signal
-import socket
 import sys
 import time
 
@@ -299,7 +298,7 @@ def _cuda_version_text(version):
 def read_host(session, tasks_dir, cpu_busy, warnings):
     """Host facts as a dict with HostReport's field names."""
     host = {
-        "hostname": _guarded(warnings, "hostname", socket.gethostname),
+        "hostname": _guarded(warnings, "hostname", lambda: os.uname().nodename),
         "kernel": os.uname().release,
         "cpu_count": os.cpu_count(),
         "cpu_busy_pct": cpu_busy,

@@ -134,6 +134,7 @@ async def _build_options(
         client_keys=identity,
         known_hosts=no_known_hosts,
         kex_algs=options.kex_algs,
+        encryption_algs=options.encryption_algs,
         connect_timeout=options.handshake_deadline,
         login_timeout=options.login_timeout,
         keepalive_interval=options.keepalive_interval,

@@ -1,0 +1,159 @@
+"""Figure 2: steady-state CPU of `fleet monitor` per host-sample (1 s, 8 GPUs per host) and
+its RSS, against a naive poller running a fresh `ssh HOST nvidia-smi` per host per interval."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.bench.common import (
+    FLEET_CLI,
+    Figure,
+    Measured,
+    Results,
+    cpu_seconds_of,
+    fleet_env,
+    log,
+    rss_bytes_of,
+)
+from tests.bench.lab import GPUS_PER_HOST, HostSet
+from tests.cluster.netcluster import Cluster
+
+HERE = Path(__file__).resolve().parent
+SETTINGS = "settings:\n  monitor:\n    interval: 1.0\n    flush_interval: 1.0\n"
+UP_TIMEOUT_S = 90.0
+
+
+class _Summaries:
+    """Reads `fleet --json monitor` summary lines in a thread."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.lines: list[dict[str, int]] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.thread.start()
+
+    def _read(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            with self.lock:
+                self.lines.append(line)
+
+    def snapshot(self) -> list[dict[str, int]]:
+        with self.lock:
+            return list(self.lines)
+
+
+def _fleet_monitor(host_set: HostSet, warmup_s: float, measure_s: float) -> dict[str, float]:
+    env = fleet_env(host_set.home, host_set.db_path)
+    process = subprocess.Popen(
+        [*FLEET_CLI, "--json", "--inventory", str(host_set.fleet_inventory), "monitor", "-q"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    summaries = _Summaries(process)
+    try:
+        deadline = time.monotonic() + UP_TIMEOUT_S
+        while not any(s.get("hosts_up") == host_set.count for s in summaries.snapshot()):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"fleet monitor: not all {host_set.count} hosts up; "
+                                   f"last summaries {summaries.snapshot()[-2:]}")
+            time.sleep(0.2)
+        time.sleep(warmup_s)
+        cpu_before = cpu_seconds_of(process.pid)
+        written_before = sum(s["samples_written"] for s in summaries.snapshot())
+        started = time.monotonic()
+        time.sleep(measure_s)
+        cpu_used = cpu_seconds_of(process.pid) - cpu_before
+        window = time.monotonic() - started
+        written = sum(s["samples_written"] for s in summaries.snapshot()) - written_before
+        rss = rss_bytes_of(process.pid)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate(timeout=30)
+            raise
+    if process.returncode != 0:
+        raise RuntimeError(f"fleet monitor exited {process.returncode}: "
+                           f"{stderr.decode(errors='replace')[-1500:]}")
+    host_samples = written / GPUS_PER_HOST
+    if host_samples < host_set.count * window * 0.5:
+        raise RuntimeError(f"fleet monitor wrote only {written} GPU samples in {window:.1f} s")
+    return {"cpu_s": cpu_used, "window_s": window, "host_samples": host_samples,
+            "rss_bytes": rss, "gpu_samples": written}
+
+
+def _naive(host_set: HostSet, warmup_s: float, measure_s: float) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "peer_naive_poller.py"), str(host_set.lab.ssh_config_file),
+         str(host_set.names_file), str(warmup_s), str(measure_s)],
+        capture_output=True, check=True, timeout=warmup_s + measure_s + 120)
+    return dict(json.loads(done.stdout))
+
+
+def monitoring(results: Results, lab: Cluster, count: int, workdir: Path,
+               quick: bool) -> dict[str, float]:
+    host_set = HostSet(lab, count, workdir).write(SETTINGS)
+    warmup_s, measure_s = (2.0, 8.0) if quick else (3.0, 20.0)
+    log(f"monitoring cost, {count} hosts × {GPUS_PER_HOST} GPUs at 1 s, {measure_s:g} s window")
+    fleet = _fleet_monitor(host_set, warmup_s, measure_s)
+    naive = _naive(host_set, warmup_s, measure_s)
+    fleet_ms = 1000 * fleet["cpu_s"] / fleet["host_samples"]
+    naive_cpu = naive["children_cpu_s"] + naive["parent_cpu_s"]
+    naive_ms = 1000 * naive_cpu / max(1, naive["host_polls"])
+    figure = Figure(
+        section="monitoring", name=f"monitor CPU per host-sample, {count} hosts × 8 GPUs",
+        unit="ms",
+        compares=f"controller CPU (utime+stime) per host-sample at 1 s over {measure_s:g} s: "
+                 "the `fleet monitor` process vs a poller's fresh `ssh HOST nvidia-smi "
+                 "--query-gpu` per host per interval (ssh client CPU via children rusage)",
+        fleet=Measured("fleet monitor", [fleet_ms],
+                       note="one connection + one streaming probe per host; samples to SQLite"),
+        peers=[Measured("ssh + nvidia-smi per interval", [naive_ms],
+                        note="naive poller; host-side sshd CPU not counted")],
+        target="< 1 ms controller CPU per host-sample")
+    figure.verdict = (f"{fleet_ms:.2f} ms/host-sample ({'meets' if fleet_ms < 1 else 'misses'} "
+                      f"<1 ms), {100 * fleet['cpu_s'] / fleet['window_s']:.1f}% of a core, "
+                      f"RSS {fleet['rss_bytes'] / 2**20:.0f} MiB")
+    figure.notes.append(
+        f"fleet: {fleet['host_samples']:.0f} host-samples ({fleet['gpu_samples']:.0f} GPU "
+        f"samples written) in {fleet['window_s']:.1f} s, {fleet['cpu_s']:.2f} CPU s; naive: "
+        f"{naive['host_polls']} host polls in {naive['rounds']} rounds "
+        f"({naive['late_rounds']} rounds overran 1 s), {naive_cpu:.2f} CPU s")
+    results.add(figure)
+    results.add(Figure(
+        section="monitoring", name=f"monitor RSS, {count} hosts", unit="MiB",
+        compares="resident memory of the `fleet monitor` process after the window",
+        fleet=Measured("fleet monitor", [fleet["rss_bytes"] / 2**20])))
+    return fleet
+
+
+def marginal_cost(results: Results, measured: dict[int, dict[str, float]]) -> None:
+    """From two host counts: CPU per extra host-sample, and the fixed CPU per second."""
+    if len(measured) < 2:
+        return
+    (small, a), (large, b) = sorted(measured.items())[:1] + sorted(measured.items())[-1:]
+    rate_a, rate_b = a["cpu_s"] / a["window_s"], b["cpu_s"] / b["window_s"]
+    samples_a, samples_b = a["host_samples"] / a["window_s"], b["host_samples"] / b["window_s"]
+    if samples_b <= samples_a:
+        return
+    per_sample_ms = 1000 * (rate_b - rate_a) / (samples_b - samples_a)
+    fixed_ms = 1000 * rate_a - per_sample_ms * samples_a
+    results.add(Figure(
+        section="monitoring", name="monitor CPU: marginal vs fixed", unit="ms",
+        compares=f"slope between {small} and {large} hosts: CPU per additional host-sample, "
+                 "and the CPU per second that does not grow with hosts (flush transaction, "
+                 "summary, timers)",
+        fleet=Measured("per extra host-sample", [per_sample_ms]),
+        extra=[Measured("fixed, per second", [fixed_ms])],
+        verdict=f"{per_sample_ms:.2f} ms per extra host-sample + {fixed_ms:.0f} ms/s fixed"))

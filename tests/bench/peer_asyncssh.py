@@ -1,0 +1,57 @@
+"""The fan-out floor: a raw asyncssh script that connects to every host and runs `true` once.
+
+Run: python tests/bench/peer_asyncssh.py HOSTS.json KEY KNOWN_HOSTS [--reuse-rounds N]
+HOSTS.json is a list of {"address", "port", "user"}. Prints one JSON line: the fresh round's
+seconds and, with --reuse-rounds, the seconds of each further `true` round on the open
+connections. Not a test; the bench suite times this whole process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import asyncssh
+
+
+async def _main(hosts: list[dict[str, object]], key: str, known_hosts: str,
+                reuse: int) -> dict[str, object]:
+    async def one(host: dict[str, object]) -> asyncssh.SSHClientConnection:
+        conn = await asyncssh.connect(str(host["address"]), int(str(host["port"])),
+                                      username=str(host["user"]), client_keys=[key],
+                                      known_hosts=known_hosts, config=None, connect_timeout=30)
+        await conn.run("true", check=True, timeout=30)
+        return conn
+
+    started = time.perf_counter()
+    conns = await asyncio.gather(*(one(host) for host in hosts))
+    fresh = time.perf_counter() - started
+    rounds = []
+    for _ in range(reuse):
+        started = time.perf_counter()
+        await asyncio.gather(*(conn.run("true", check=True, timeout=30) for conn in conns))
+        rounds.append(time.perf_counter() - started)
+    for conn in conns:
+        conn.close()
+    await asyncio.gather(*(conn.wait_closed() for conn in conns))
+    return {"fresh_s": fresh, "reuse_round_s": rounds, "hosts": len(conns)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("hosts_json", type=Path)
+    parser.add_argument("key")
+    parser.add_argument("known_hosts")
+    parser.add_argument("--reuse-rounds", type=int, default=0)
+    args = parser.parse_args()
+    hosts = json.loads(args.hosts_json.read_text())
+    print(json.dumps(asyncio.run(_main(hosts, args.key, args.known_hosts, args.reuse_rounds))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
