@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,10 +26,29 @@ GPU_SPEC_HELP = (
 )
 
 
-# Not ~/.cache (the default): each test host gets a clean /root, so the build must live elsewhere.
-SIM_CACHE_DIR = Path(__file__).resolve().parents[2] / ".fleet-cache" / "sim"
 # Each test host mounts its own /root and /tmp over these: files there are invisible to hosts.
 HOST_PRIVATE_DIRS = (Path("/root"), Path("/tmp"))
+
+
+def host_visible_cache_dir() -> Path:
+    """Where to build the simulated NVML tools so that namespace hosts can load them.
+
+    The repository's .fleet-cache/sim, unless the checkout itself lies under /root or /tmp (a
+    clone in /tmp, say): then a private directory under /var/tmp, owned by this user, 0700.
+    """
+    repo_cache = Path(__file__).resolve().parents[2] / ".fleet-cache" / "sim"
+    if not any(repo_cache.is_relative_to(private) for private in HOST_PRIVATE_DIRS):
+        return repo_cache
+    base = Path("/var/tmp") / f"fleet-test-sim-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    info = base.lstat()
+    if info.st_uid != os.getuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077:
+        raise RuntimeError(f"{base} is not a private directory of this user: refusing to use it")
+    return base
+
+
+# Not ~/.cache (the default): each test host gets a clean /root, so the build must live elsewhere.
+SIM_CACHE_DIR = host_visible_cache_dir()
 
 
 @functools.cache

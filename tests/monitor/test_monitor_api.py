@@ -116,6 +116,18 @@ async def test_snapshots_show_reservations_and_expired_ones_are_released(
 
         await asyncio.wait_for(alice_shown(), 20)
 
+        def active_ids() -> list[int]:
+            from db.allocation_details import allocation_details
+
+            with database.session() as session:  # a plain read: it expires nothing itself
+                return [a.id for a in allocation_details(session, active_only=True)]
+
+        deadline = time.monotonic() + 20
+        while expiring.allocation_ids[0] in await asyncio.to_thread(active_ids):
+            assert time.monotonic() < deadline, "the monitor did not expire the reservation"
+            await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(active_ids) == list(held.allocation_ids)
+
         async def after_expiry() -> None:
             async for snapshot in service.watch():
                 gpus = {g.index: g for g in snapshot.hosts[0].gpus}
@@ -125,8 +137,5 @@ async def test_snapshots_show_reservations_and_expired_ones_are_released(
                     return
 
         await asyncio.wait_for(after_expiry(), 20)
-        active = await service.allocations()
-        assert [a.id for a in active] == list(held.allocation_ids)
-        assert expiring.allocation_ids[0] not in [a.id for a in active]
     finally:
         await service.stop_monitor()
