@@ -163,8 +163,13 @@ def finish_task(
     gpu_seconds: float | None = None,
     peak_memory_bytes: int | None = None,
     from_states: Sequence[str] = ACTIVE_TASK_STATES,
+    released_at: int | None = None,
 ) -> bool:
     """End a task (a final state, ended_at, exit code) and release its active allocations.
+
+    `now` is the task's end (it may come from the host's clock); `released_at`, default `now`,
+    is when its GPUs are given back — callers pass the controller's clock at release, so the
+    allocation never appears to end after the next holder's claim began.
 
     Compare-and-set on `from_states`: returns False, changing nothing, when the task has
     already left them (e.g. it was finished by another process). The allocations are released
@@ -181,7 +186,8 @@ def finish_task(
         changes["peak_memory_bytes"] = peak_memory_bytes
     if not update_task(session, task_id, from_states=from_states, **changes):
         return False
-    release_allocations(session, now=now, reason=f"task {state}", task_id=task_id)
+    release_allocations(session, now=now if released_at is None else released_at,
+                        reason=f"task {state}", task_id=task_id)
     return True
 
 

@@ -110,4 +110,4 @@ def finish(database: Database, task_id: int, ending: Ending) -> bool:
         return finish_task(session, task_id, state=ending.state, now=ended_at,
                            exit_code=ending.exit_code, error=ending.error,
                            gpu_seconds=gpu_seconds, peak_memory_bytes=peak,
-                           from_states=ACTIVE_TASK_STATES)
+                           from_states=ACTIVE_TASK_STATES, released_at=now_s())

@@ -20,7 +20,9 @@ from tests.monitor.test_monitor_cli import MonitorProcess, write_inventory
 
 HOSTS = 32
 GPUS = 8
-MEASURE_S = 20.0
+# A 20 s window when measuring for real (FLEET_LONG_TESTS=1, as `make reliability` sets); 5 s in
+# the regular suite, which still proves all 32 hosts are recorded, to keep `make test` short.
+MEASURE_S = 20.0 if os.environ.get("FLEET_LONG_TESTS") == "1" else 5.0
 
 
 def cpu_seconds(pid: int) -> float:
