@@ -70,3 +70,18 @@ def format_time(epoch: float | None) -> str:
     if epoch is None:
         return "-"
     return datetime.fromtimestamp(epoch, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def parse_range(since: str, until: str, bucket: str | None, *, now: float
+                ) -> tuple[float, float, int | None]:
+    """(since, until, bucket seconds) from `--since/--until/--bucket` texts, checked together."""
+    since_epoch = parse_time(since, now=now, what="--since")
+    until_epoch = parse_time(until, now=now, what="--until")
+    if until_epoch < since_epoch:
+        raise ConfigError(f"--until ({until}) is before --since ({since})")
+    bucket_s = None
+    if bucket is not None:
+        bucket_s = int(parse_duration(bucket, what="--bucket"))
+        if bucket_s < 1:
+            raise ConfigError("--bucket must be at least 1s")
+    return since_epoch, until_epoch, bucket_s

@@ -48,21 +48,11 @@ def history_gpus(ctx: click.Context, host: str | None, gpu: str | None, since: s
       fleet history gpus --host gpu01 --since 1d --bucket 1h --format csv > gpu01.csv
       fleet history gpus --gpu gpu01:3 --since 2026-11-30T08:00 --until 2026-11-30T12:00
     """
-    from fleet.errors import ConfigError
     from fleet.service import open as open_fleet
-    from fleet.timeparse import parse_duration, parse_time
+    from fleet.timeparse import parse_range
 
     options = global_options(ctx)
-    now = time.time()
-    since_epoch = parse_time(since, now=now, what="--since")
-    until_epoch = parse_time(until, now=now, what="--until")
-    if until_epoch < since_epoch:
-        raise ConfigError(f"--until ({until}) is before --since ({since})")
-    bucket_s = None
-    if bucket is not None:
-        bucket_s = int(parse_duration(bucket, what="--bucket"))
-        if bucket_s < 1:
-            raise ConfigError("--bucket must be at least 1s")
+    since_epoch, until_epoch, bucket_s = parse_range(since, until, bucket, now=time.time())
 
     async def run() -> list[GpuHistoryPoint]:
         async with open_fleet(options.db_url, options.inventory_path) as service:

@@ -41,21 +41,12 @@ def history_hosts(ctx: click.Context, host: str | None, since: str, until: str,
     """
     from db.errors import DatabaseError
     from db.host_history import host_history
-    from fleet.errors import ConfigError, StorageError
+    from fleet.errors import StorageError
     from fleet.service import open_database
-    from fleet.timeparse import parse_duration, parse_time
+    from fleet.timeparse import parse_range
 
     options = global_options(ctx)
-    now = time.time()
-    since_epoch = parse_time(since, now=now, what="--since")
-    until_epoch = parse_time(until, now=now, what="--until")
-    if until_epoch < since_epoch:
-        raise ConfigError(f"--until ({until}) is before --since ({since})")
-    bucket_s = None
-    if bucket is not None:
-        bucket_s = int(parse_duration(bucket, what="--bucket"))
-        if bucket_s < 1:
-            raise ConfigError("--bucket must be at least 1s")
+    since_epoch, until_epoch, bucket_s = parse_range(since, until, bucket, now=time.time())
     database = open_database(options.db_url)
     try:
         with database.session() as session:
