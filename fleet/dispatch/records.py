@@ -16,7 +16,7 @@ from db.hosts import host_ids_by_name
 from db.task_runs import mark_checked, peak_memory_used
 from db.tasks import ACTIVE_TASK_STATES, TaskRow, finish_task, get_task, update_task
 from db.types import TaskState
-from fleet.errors import DispatchError
+from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
     from fleet.dispatch.remote import RemoteStatus
@@ -63,11 +63,11 @@ def now_s() -> int:
 
 
 def load(database: Database, task_id: int) -> TaskRow:
-    """The task, or DispatchError if there is none."""
+    """The task, or ConfigError (bad input, exit 2) if there is none."""
     with database.session() as session:
         row = get_task(session, task_id)
     if row is None:
-        raise DispatchError(f"no task with id {task_id}")
+        raise ConfigError(f"no task with id {task_id} (see `fleet tasks --all`)")
     return row
 
 
