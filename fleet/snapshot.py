@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fleet.model import GpuReport, HostSpec, ProbeReport
+
+if TYPE_CHECKING:
+    from db.allocation_details import AllocationDetail
 
 
 @dataclass(frozen=True)
@@ -16,8 +21,19 @@ class AllocationInfo:
     owner: str
     task_id: int | None = None
     task_name: str | None = None
-    expires_at: float | None = None
+    expires_at: int | None = None  # epoch seconds
     note: str | None = None
+
+
+def allocation_infos(details: Iterable[AllocationDetail]) -> dict[tuple[str, int], AllocationInfo]:
+    """(host, GPU index) → holder, for stored allocations: the one row-to-view mapping."""
+    return {
+        (detail.host, detail.gpu_idx): AllocationInfo(
+            allocation_id=detail.id, kind=detail.kind, owner=detail.owner,
+            task_id=detail.task_id, task_name=detail.task_name, expires_at=detail.expires_at,
+            note=detail.note)
+        for detail in details
+    }
 
 
 @dataclass(frozen=True)
