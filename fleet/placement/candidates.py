@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from db.types import GpuHistoryPoint, HostRow, LatestGpu
 from fleet.model import HostSpec
-from fleet.snapshot import AllocationInfo, FleetSnapshot
+from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 
 
 @dataclass(frozen=True)
@@ -203,41 +203,45 @@ def candidates_from_snapshot(
     snapshot: FleetSnapshot, recent: dict[tuple[str, int], RecentLoad]
 ) -> CandidateSet:
     """Candidates from the monitor's live snapshot (its readings are the freshest there are)."""
-    hosts: list[HostCandidate] = []
-    gpus: list[GpuCandidate] = []
-    taken_at = snapshot.taken_at
-    for host in snapshot.hosts:
-        hosts.append(HostCandidate(
-            name=host.spec.name, state=host.state, reason=host.reason, drained=host.drained,
-            drain_reason=host.drain_reason, groups=host.spec.groups, labels=host.spec.labels,
-            last_seen=host.last_seen, checked_at=taken_at,
-        ))
-        sampled_at = host.report.timestamp if host.report is not None else None
-        for gpu in host.gpus:
-            reading = gpu.reading
-            load = recent.get((host.spec.name, gpu.index))
-            gpus.append(GpuCandidate(
-                host=host.spec.name,
-                index=gpu.index,
-                uuid=reading.uuid,
-                model=reading.name,
-                memory_total_bytes=reading.memory_total_bytes,
-                memory_used_bytes=reading.memory_used_bytes,
-                utilization_pct=reading.utilization_gpu_pct,
-                temperature_c=reading.temperature_c,
-                process_count=len(reading.processes),
-                sampled_at=sampled_at,
-                state=gpu.state,
-                drained=gpu.drained,
-                drain_reason=gpu.drain_reason,
-                lost=reading.lost,
-                recent_util_avg=load.util_avg if load else None,
-                recent_util_peak=load.util_peak if load else None,
-                recent_memory_peak_bytes=load.memory_peak_bytes if load else None,
-                allocation=gpu.allocation,
-            ))
-    return CandidateSet(hosts=tuple(hosts), gpus=tuple(gpus), source="monitor",
-                        taken_at=snapshot.taken_at)
+    hosts = tuple(host_from_snapshot(host, snapshot.taken_at) for host in snapshot.hosts)
+    gpus = tuple(gpu_from_snapshot(host, gpu, recent.get((host.spec.name, gpu.index)))
+                 for host in snapshot.hosts for gpu in host.gpus)
+    return CandidateSet(hosts=hosts, gpus=gpus, source="monitor", taken_at=snapshot.taken_at)
+
+
+def host_from_snapshot(host: HostSnapshot, checked_at: float) -> HostCandidate:
+    """One host of a live snapshot as placement sees it."""
+    return HostCandidate(
+        name=host.spec.name, state=host.state, reason=host.reason, drained=host.drained,
+        drain_reason=host.drain_reason, groups=host.spec.groups, labels=host.spec.labels,
+        last_seen=host.last_seen, checked_at=checked_at,
+    )
+
+
+def gpu_from_snapshot(host: HostSnapshot, gpu: GpuSnapshot, load: RecentLoad | None = None
+                      ) -> GpuCandidate:
+    """One GPU of a live snapshot as placement sees it (sampled when its host's report was)."""
+    reading = gpu.reading
+    return GpuCandidate(
+        host=host.spec.name,
+        index=gpu.index,
+        uuid=reading.uuid,
+        model=reading.name,
+        memory_total_bytes=reading.memory_total_bytes,
+        memory_used_bytes=reading.memory_used_bytes,
+        utilization_pct=reading.utilization_gpu_pct,
+        temperature_c=reading.temperature_c,
+        process_count=len(reading.processes),
+        sampled_at=host.report.timestamp if host.report is not None else None,
+        state=gpu.state,
+        drained=gpu.drained,
+        drain_reason=gpu.drain_reason,
+        lost=reading.lost,
+        recent_util_avg=load.util_avg if load else None,
+        recent_util_peak=load.util_peak if load else None,
+        recent_memory_peak_bytes=load.memory_peak_bytes if load else None,
+        allocation=gpu.allocation,
+    )
 
 
 def _optional_float(value: int | None) -> float | None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
+from fleet.inventory.select import host_matches
 from fleet.placement.candidates import CandidateSet, GpuCandidate, HostCandidate
-from fleet.placement.request import PlacementRequest, format_memory, host_matches_pattern
+from fleet.placement.free import gpu_unavailable, host_unavailable
+from fleet.placement.request import PlacementRequest, format_memory
 from fleet.snapshot import AllocationInfo
-
-# A GPU with more memory than this in use and no fleet allocation is busy with someone's work.
-UNMANAGED_MEMORY_BYTES = 512 << 20
 
 
 def host_exclusions(request: PlacementRequest, host: HostCandidate) -> list[str]:
@@ -18,7 +17,7 @@ def host_exclusions(request: PlacementRequest, host: HostCandidate) -> list[str]
     reasons: list[str] = []
     if host.name in request.exclude_hosts:
         reasons.append("host excluded")
-    if not host_matches_pattern(request.hosts, host.name, host.groups, host.labels):
+    if not host_matches(request.hosts, host.name, host.groups, host.labels):
         reasons.append(f"host not selected by --hosts {request.hosts}")
     if request.group is not None and not any(fnmatchcase(g, request.group) for g in host.groups):
         reasons.append(f"host not in group {request.group}")
@@ -28,11 +27,7 @@ def host_exclusions(request: PlacementRequest, host: HostCandidate) -> list[str]
             reasons.append(f"host has no label {key}")
         elif not fnmatchcase(value, value_glob):
             reasons.append(f"host label {key}={value} does not match {value_glob}")
-    if host.state != "up":
-        detail = f" ({host.reason})" if host.reason else ""
-        reasons.append(f"host is {host.state}{detail}")
-    if host.drained:
-        reasons.append("host drained" + (f": {host.drain_reason}" if host.drain_reason else ""))
+    reasons.extend(host_unavailable(host))  # what makes no GPU of it free (fleet.placement.free)
     return reasons
 
 
@@ -40,20 +35,9 @@ def gpu_exclusions(
     request: PlacementRequest, gpu: GpuCandidate, allocation: AllocationInfo | None, now: float
 ) -> list[str]:
     """Reasons this GPU cannot be used (empty when it can); host-level reasons are not repeated."""
-    reasons: list[str] = []
-    if gpu.lost or gpu.state == "lost":
-        reasons.append("GPU lost")
-    elif gpu.state != "ok":
-        reasons.append(f"GPU state {gpu.state}")
-    if gpu.drained:
-        reasons.append("GPU drained" + (f": {gpu.drain_reason}" if gpu.drain_reason else ""))
-    if allocation is not None:
-        reasons.append(describe_allocation(allocation))
-    if gpu.sampled_at is None:
-        reasons.append("never sampled")
-    elif now - gpu.sampled_at > request.max_sample_age_s:
-        reasons.append(f"sample {now - gpu.sampled_at:.0f}s old "
-                       f"(limit {request.max_sample_age_s:.0f}s)")
+    # Not free at all (fleet.placement.free: the one definition), then what the request adds.
+    reasons = gpu_unavailable(gpu, allocation, now, max_sample_age_s=request.max_sample_age_s,
+                              allow_unmanaged=request.allow_unmanaged)
     if request.gpu_model is not None and not fnmatchcase(
         (gpu.model or "").lower(), request.gpu_model.lower()
     ):
@@ -69,27 +53,7 @@ def gpu_exclusions(
             reasons.append("temperature unknown")
         elif gpu.temperature_c > request.max_temp:
             reasons.append(f"temperature {gpu.temperature_c:.0f}°C > {request.max_temp:g}°C")
-    if not request.allow_unmanaged and allocation is None:
-        reasons.extend(unmanaged_use(gpu))
     return reasons
-
-
-def unmanaged_use(gpu: GpuCandidate) -> list[str]:
-    """How the GPU is in use by work fleet did not start (processes, memory), if it is."""
-    if gpu.process_count:
-        plural = "es" if gpu.process_count > 1 else ""
-        return [f"in use by {gpu.process_count} process{plural} not started by fleet"]
-    if gpu.memory_used_bytes is not None and gpu.memory_used_bytes > UNMANAGED_MEMORY_BYTES:
-        return [f"{format_memory(gpu.memory_used_bytes)} memory in use outside fleet"]
-    return []
-
-
-def describe_allocation(allocation: AllocationInfo) -> str:
-    """"allocated to task 12 (ann)" or "reserved by ann"."""
-    if allocation.kind == "task":
-        task = f"task {allocation.task_id}" if allocation.task_id is not None else "a task"
-        return f"allocated to {task} ({allocation.owner})"
-    return f"reserved by {allocation.owner} (allocation {allocation.allocation_id})"
 
 
 def _memory_reasons(request: PlacementRequest, gpu: GpuCandidate) -> list[str]:

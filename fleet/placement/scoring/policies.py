@@ -16,7 +16,7 @@ from typing import Union
 
 from fleet.errors import ConfigError
 from fleet.placement.candidates import GpuCandidate, HostCandidate
-from fleet.placement.filters import unmanaged_use
+from fleet.placement.free import unmanaged_use
 from fleet.placement.request import PlacementRequest
 
 PolicyResult = Union[float, Mapping[str, float]]  # noqa: UP007 - a runtime alias, kept readable
