@@ -46,28 +46,54 @@ def select_hosts(inv: Inventory, pattern: str | None) -> tuple[HostSpec, ...]:
     return tuple(spec for spec in inv.hosts if spec.name in included - excluded)
 
 
-def _matching_names(inv: Inventory, term: str) -> set[str]:
-    """Names of the hosts one term (without `!`) matches."""
+def host_matches(pattern: str | None, name: str, groups: tuple[str, ...],
+                 labels: tuple[tuple[str, str], ...]) -> bool:
+    """Whether one host (its name, groups and labels) matches `pattern`; True for None or "".
+
+    The same terms as select_hosts, for one host at a time (placement, the TUI's filter): a
+    term that matches nothing is simply no match here, not an error.
+    """
+    if pattern is None or not pattern.strip():
+        return True
+    included = False
+    has_inclusion = False
+    for raw_term in pattern.split(","):
+        term = raw_term.strip()
+        if not term:
+            continue
+        negated = term.startswith("!")
+        body = term[1:].strip() if negated else term
+        hit = term_matches(body, name, groups, labels)
+        if negated and hit:
+            return False
+        if not negated:
+            has_inclusion = True
+            included = included or hit
+    return included or not has_inclusion
+
+
+def term_matches(term: str, name: str, groups: tuple[str, ...],
+                 labels: tuple[tuple[str, str], ...]) -> bool:
+    """Whether one term (without `!`) matches one host: the single definition of each term."""
     if term in ("all", "@all"):
-        return {spec.name for spec in inv.hosts}
+        return True
     if term.startswith("@"):
-        group_glob = term[1:]
-        return {
-            name
-            for group, members in inv.groups.items()
-            if fnmatchcase(group, group_glob)
-            for name in members
-        }
+        return any(fnmatchcase(group, term[1:]) for group in groups)
     if term.startswith(LABEL_PREFIX):
         key, sep, value_glob = term[len(LABEL_PREFIX) :].partition("=")
-        return {
-            spec.name
-            for spec in inv.hosts
-            if (value := spec.label(key.strip())) is not None
-            and (not sep or fnmatchcase(value, value_glob.strip()))
-        }
-    names = {spec.name for spec in inv.hosts if fnmatchcase(spec.name, term)}
-    return names | set(inv.groups.get(term, ()))
+        values = [value for label_key, value in labels if label_key == key.strip()]
+        return bool(values) and (not sep or any(fnmatchcase(v, value_glob.strip())
+                                                 for v in values))
+    return fnmatchcase(name, term) or term in groups
+
+
+def _matching_names(inv: Inventory, term: str) -> set[str]:
+    """Names of the hosts one term (without `!`) matches."""
+    names = {spec.name for spec in inv.hosts
+             if term_matches(term, spec.name, spec.groups, spec.labels)}
+    if not term.startswith(("@", LABEL_PREFIX)):
+        names |= set(inv.groups.get(term, ()))  # a group's exact name, even one hidden in specs
+    return names
 
 
 def _no_match_error(inv: Inventory, term: str, body: str) -> ConfigError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
 from fleet.errors import ConfigError
@@ -157,44 +156,3 @@ class PlacementRequest:
             )
         except (AttributeError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed placement request {data!r}: {exc}") from exc
-
-
-def host_matches_pattern(
-    pattern: str | None, name: str, groups: tuple[str, ...], labels: tuple[tuple[str, str], ...]
-) -> bool:
-    """Whether one host matches a `--hosts` pattern (the syntax of fleet.inventory.select_hosts).
-
-    Terms: NAME-GLOB, a group's exact name, @GROUP-GLOB, label:KEY[=GLOB], and !TERM to leave out.
-    """
-    if pattern is None or not pattern.strip():
-        return True
-    included = False
-    has_inclusion = False
-    for raw_term in pattern.split(","):
-        term = raw_term.strip()
-        if not term:
-            continue
-        negated = term.startswith("!")
-        body = term[1:].strip() if negated else term
-        hit = _term_matches(body, name, groups, labels)
-        if negated and hit:
-            return False
-        if not negated:
-            has_inclusion = True
-            included = included or hit
-    return included or not has_inclusion
-
-
-def _term_matches(
-    term: str, name: str, groups: tuple[str, ...], labels: tuple[tuple[str, str], ...]
-) -> bool:
-    if term in ("all", "@all"):
-        return True
-    if term.startswith("@"):
-        return any(fnmatchcase(group, term[1:]) for group in groups)
-    if term.startswith("label:"):
-        key, sep, value_glob = term[len("label:"):].partition("=")
-        values = [value for label_key, value in labels if label_key == key.strip()]
-        return bool(values) and (not sep or any(fnmatchcase(v, value_glob.strip())
-                                                 for v in values))
-    return fnmatchcase(name, term) or term in groups

@@ -7,12 +7,12 @@ import json
 import pytest
 
 from fleet.errors import ConfigError
+from fleet.inventory.select import host_matches
 from fleet.placement.explain import explain_to_json, render_explain
 from fleet.placement.place import place
 from fleet.placement.request import (
     MemorySize,
     PlacementRequest,
-    host_matches_pattern,
     parse_label,
     parse_memory_size,
 )
@@ -71,13 +71,13 @@ def test_labels_and_host_patterns() -> None:
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_label("rack")
     labels = (("rack", "b1"),)
-    assert host_matches_pattern("gpu*", "gpu1", (), ())
-    assert host_matches_pattern("@lab*", "x", ("lab2",), ())
-    assert host_matches_pattern("lab", "x", ("lab",), ())
-    assert host_matches_pattern("label:rack=b*", "x", (), labels)
-    assert not host_matches_pattern("label:rack=a*", "x", (), labels)
-    assert not host_matches_pattern("gpu*,!gpu1", "gpu1", (), ())
-    assert host_matches_pattern("!gpu1", "gpu2", (), ())
+    assert host_matches("gpu*", "gpu1", (), ())
+    assert host_matches("@lab*", "x", ("lab2",), ())
+    assert host_matches("lab", "x", ("lab",), ())
+    assert host_matches("label:rack=b*", "x", (), labels)
+    assert not host_matches("label:rack=a*", "x", (), labels)
+    assert not host_matches("gpu*,!gpu1", "gpu1", (), ())
+    assert host_matches("!gpu1", "gpu2", (), ())
 
 
 def test_custom_policy_with_factors_sees_host_labels() -> None:
