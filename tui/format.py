@@ -14,6 +14,7 @@ MEM_WARN, MEM_HOT = 60.0, 90.0
 TEMP_WARN, TEMP_HOT = 75.0, 85.0
 
 CALM, WARN, HOT, MUTED = "green", "yellow", "bold red", "grey50"
+STALE, STALE_MARK = "dim", "stale"  # last-known values of a host that is not up
 BAR_EIGHTHS = " ▏▎▍▌▋▊▉█"
 LEVELS = "▁▂▃▄▅▆▇█"
 MISSING = "–"

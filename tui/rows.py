@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from fleet.inventory import host_matches
+from fleet.placement.free import free_gpus, is_free
 from fleet.snapshot import GpuSnapshot, HostSnapshot
 from tui import format as fmt
 
@@ -25,19 +27,43 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("strip", "GPUs", 8),
 )
 COLUMN_WIDTHS = {key: width for key, _, width in COLUMNS}
+# When the terminal is too narrow for every column, these go first, in this order (the README's
+# TUI section lists it too): the GPU strip, last seen, load, power, allocation, memory. Host,
+# state, free GPUs, utilisation and temperature always stay (they fit in 80 columns).
+DROP_ORDER = ("strip", "seen", "load", "power", "alloc", "mem")
+CELL_PADDING = 2  # DataTable pads each cell by one column on either side
+SCROLLBAR = 2  # room for the vertical scrollbar
 SORTS = ("name", "util", "memory", "temp", "free", "state")
 Cells = tuple[Text | str, ...]
 
 
-def gpu_is_free(host: HostSnapshot, gpu: GpuSnapshot) -> bool:
-    """Placeable now: host up and not drained, GPU healthy, not drained, not allocated."""
-    return (host.state == "up" and not host.drained and gpu.state == "ok" and not gpu.drained
-            and gpu.allocation is None and not gpu.reading.lost)
+def visible_columns(width: int) -> tuple[str, ...]:
+    """The keys of the columns that fit in `width` cells, dropping them in DROP_ORDER."""
+    shown = [key for key, _, _ in COLUMNS]
+
+    def needed() -> int:
+        return sum(COLUMN_WIDTHS[key] + CELL_PADDING for key in shown) + SCROLLBAR
+
+    for key in DROP_ORDER:
+        if needed() <= width:
+            break
+        shown.remove(key)
+    return tuple(shown)
 
 
-def free_count(host: HostSnapshot) -> int:
+def gpu_is_free(host: HostSnapshot, gpu: GpuSnapshot, now: float) -> bool:
+    """Free as placement means it (fleet.placement.free): a default dispatch could use it."""
+    return is_free(host, gpu, now)
+
+
+def free_count(host: HostSnapshot, now: float) -> int:
     """How many of the host's GPUs are free."""
-    return sum(1 for gpu in host.gpus if gpu_is_free(host, gpu))
+    return len(free_gpus(host, now))
+
+
+def is_stale(host: HostSnapshot) -> bool:
+    """Whether the host's values are its last good report, kept while it is not up."""
+    return host.state != "up" and host.report is not None
 
 
 def mean(values: list[float]) -> float | None:
@@ -94,19 +120,36 @@ def host_cells(host: HostSnapshot, expanded: bool, now: float) -> Cells:
     strip = fmt.levels([g.reading.utilization_gpu_pct for g in host.gpus[:8]])
     if len(host.gpus) > 8:
         strip = Text(strip.plain[:7] + "+")
+    stale = is_stale(host)
     return (
         Text(fmt.clip(marker + host.spec.name, COLUMN_WIDTHS["name"]), style="bold"),
         host_state_label(host),
-        f"{free_count(host)}/{len(host.gpus)}" if host.gpus else "0",
-        fmt.pct_bar(host_util(host), 8, fmt.UTIL_WARN, fmt.UTIL_HOT),
-        fmt.memory(used, total),
-        fmt.temperature(hottest(host)),
-        fmt.watts(host_power(host)),
-        fmt.load(report.host.load_1m if report else None),
+        f"{free_count(host, now)}/{len(host.gpus)}" if host.gpus else "0",
+        _util(host_util(host), stale),
+        _stale(fmt.memory(used, total), stale),
+        _stale(fmt.temperature(hottest(host)), stale),
+        _stale(fmt.watts(host_power(host)), stale),
+        _stale(fmt.load(report.host.load_1m if report else None), stale),
         alloc or "–",
         fmt.age(now - host.last_seen if host.last_seen is not None else None),
-        strip if host.gpus else Text(fmt.clip(host.reason or "no GPUs", 8), style=fmt.MUTED),
+        (_stale(strip, stale) if host.gpus
+         else Text(fmt.clip(host.reason or "no GPUs", 8), style=fmt.MUTED)),
     )
+
+
+def _util(pct: float | None, stale: bool) -> Text:
+    """The utilisation bar, or for a host that is not up its last value marked stale."""
+    if not stale:
+        return fmt.pct_bar(pct, 8, fmt.UTIL_WARN, fmt.UTIL_HOT)
+    value = fmt.MISSING.rjust(4) if pct is None else f"{pct:3.0f}%"
+    return Text(f"{fmt.STALE_MARK:<8} {value}", style=fmt.STALE)
+
+
+def _stale(cell: Text | str, stale: bool) -> Text | str:
+    """A last-known value of a host that is not up: dim, without its level colours."""
+    if not stale:
+        return cell
+    return Text(cell.plain if isinstance(cell, Text) else cell, style=fmt.STALE)
 
 
 def allocation_label(gpu: GpuSnapshot) -> str:
@@ -120,19 +163,20 @@ def allocation_label(gpu: GpuSnapshot) -> str:
     return fmt.clip(f"rsv {holder.owner}", COLUMN_WIDTHS["alloc"])
 
 
-def gpu_cells(host: HostSnapshot, gpu: GpuSnapshot) -> Cells:
+def gpu_cells(host: HostSnapshot, gpu: GpuSnapshot, now: float) -> Cells:
     """The overview cells of a GPU row under its expanded host."""
     reading = gpu.reading
     model = (reading.name or "GPU").removeprefix("NVIDIA ").removeprefix("GeForce ")
     processes = len(reading.processes)
+    stale = is_stale(host)
     return (
         Text(fmt.clip(f"  {gpu.index} {model}", COLUMN_WIDTHS["name"])),
         fmt.gpu_state("lost" if reading.lost else gpu.state, gpu.drained),
-        "free" if gpu_is_free(host, gpu) else "",
-        fmt.pct_bar(reading.utilization_gpu_pct, 8, fmt.UTIL_WARN, fmt.UTIL_HOT),
-        fmt.memory(reading.memory_used_bytes, reading.memory_total_bytes),
-        fmt.temperature(reading.temperature_c),
-        fmt.watts(reading.power_draw_w),
+        "free" if gpu_is_free(host, gpu, now) else "",
+        _util(reading.utilization_gpu_pct, stale),
+        _stale(fmt.memory(reading.memory_used_bytes, reading.memory_total_bytes), stale),
+        _stale(fmt.temperature(reading.temperature_c), stale),
+        _stale(fmt.watts(reading.power_draw_w), stale),
         "",
         allocation_label(gpu),
         "",
@@ -142,37 +186,41 @@ def gpu_cells(host: HostSnapshot, gpu: GpuSnapshot) -> Cells:
 
 @dataclass(frozen=True)
 class RowFilter:
-    """Which hosts to show: a text query (name, @group, key=value, state:X) and free-only."""
+    """Which hosts to show: a query and free-only.
+
+    The query is space-separated words, all of which must match: `state:X` (host or GPU
+    state, or `drained`); a `--hosts` pattern term as fleet.inventory.host_matches reads it
+    (`gpu*`, `@group`, `label:key=value`, `!term`, comma lists); any other word also matches
+    hosts whose name contains it (free-text search).
+    """
 
     query: str = ""
     free_only: bool = False
 
-    def matches(self, host: HostSnapshot) -> bool:
-        """Whether every query term matches the host (and it has a free GPU if asked)."""
-        if self.free_only and free_count(host) == 0:
+    def matches(self, host: HostSnapshot, now: float) -> bool:
+        """Whether every query word matches the host (and it has a free GPU if asked)."""
+        if self.free_only and free_count(host, now) == 0:
             return False
-        return all(_term_matches(term, host) for term in self.query.lower().split())
+        return all(_word_matches(word, host) for word in self.query.split())
 
 
-def _term_matches(term: str, host: HostSnapshot) -> bool:
-    if term.startswith("@"):
-        return term[1:] in {g.lower() for g in host.spec.groups}
-    if term.startswith("state:"):
-        wanted = term.removeprefix("state:")
+def _word_matches(word: str, host: HostSnapshot) -> bool:
+    spec = host.spec
+    if word.lower().startswith("state:"):
+        wanted = word[len("state:"):].lower()
         states = {host.state, "drained" if host.drained else ""} | {g.state for g in host.gpus}
         return wanted in states
-    if "=" in term:
-        key, _, value = term.partition("=")
-        label = host.spec.label(key)
-        return label is not None and label.lower() == value
-    return term in host.spec.name.lower()
+    if host_matches(word, spec.name, spec.groups, spec.labels):
+        return True
+    plain = not word.startswith(("@", "!", "label:")) and not any(c in word for c in "*?[,")
+    return plain and word.lower() in spec.name.lower()
 
 
 _STATE_RANK = {"down": 0, "unreachable": 0, "auth_failed": 1, "host_key_rejected": 1,
                "probe_error": 2, "unknown": 3, "up": 4}
 
 
-def sort_key(sort: str) -> Callable[[HostSnapshot], tuple[float | str, str]]:
+def sort_key(sort: str, now: float) -> Callable[[HostSnapshot], tuple[float | str, str]]:
     """The key function for a sort name; busiest/hottest/freest first, ties by name."""
     def by(value: Callable[[HostSnapshot], float | None]) -> Callable[
             [HostSnapshot], tuple[float | str, str]]:
@@ -185,7 +233,7 @@ def sort_key(sort: str) -> Callable[[HostSnapshot], tuple[float | str, str]]:
     if sort == "temp":
         return by(hottest)
     if sort == "free":
-        return by(lambda h: float(free_count(h)))
+        return by(lambda h: float(free_count(h, now)))
     if sort == "state":
         return lambda host: (float(_STATE_RANK.get(host.state, 2) + (0.5 if host.drained else 0)),
                              host.spec.name)

@@ -62,7 +62,8 @@ def standard_fleet() -> FleetSnapshot:
     train = AllocationInfo(allocation_id=1, kind="task", owner="ana", task_id=12,
                            task_name="train-llm")
     reserved = AllocationInfo(allocation_id=2, kind="reservation", owner="bob")
-    atlas = [gpu("atlas", i, "NVIDIA H100 80GB HBM3", 80, 97 if i < 2 else 3, 70 if i < 2 else 1,
+    atlas = [gpu("atlas", i, "NVIDIA H100 80GB HBM3", 80, 97 if i < 2 else 3,
+                 70 if i < 2 else 0.3,
                  71 if i < 2 else 34, 650 if i < 2 else 70,
                  allocation=train if i < 2 else reserved if i == 2 else None,
                  processes=1 if i < 2 else 0) for i in range(8)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rich.text import Text
+
 from fleet.snapshot import FleetSnapshot
 from tests.tui.conftest import settle
 from tests.tui.fake_service import LONG_NAME, NOW, FakeService, gpu, host, standard_fleet
@@ -14,7 +16,7 @@ from tui.widgets.fleet_table import FleetTable
 
 def with_cygnus_util(snapshot: FleetSnapshot, util: float) -> FleetSnapshot:
     hosts = tuple(
-        host("cygnus", [gpu("cygnus", i, "NVIDIA GeForce RTX 4090", 24, util, 20, 60, 300)
+        host("cygnus", [gpu("cygnus", i, "NVIDIA GeForce RTX 4090", 24, util, 0.3, 60, 300)
                         for i in range(2)], load=0.1)
         if h.spec.name == "cygnus" else h for h in snapshot.hosts)
     return replace(snapshot, hosts=hosts, changed=frozenset({"cygnus"}))
@@ -75,7 +77,7 @@ async def test_hosts_coming_and_going_keep_other_rows(app: FleetApp, fake: FakeS
 
 
 async def test_odd_hosts_render_without_breaking_the_layout(app: FleetApp) -> None:
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         table = app.screen.query_one(FleetTable)
         name = str(table.get_cell(LONG_NAME, "name"))
@@ -85,6 +87,46 @@ async def test_odd_hosts_render_without_breaking_the_layout(app: FleetApp) -> No
         assert str(table.get_cell("draco", "state")) == "UNREACH"
         assert str(table.get_cell("draco", "seen")) == "5m"
         assert str(table.get_cell("boreas", "state")) == "HOT"
+
+
+async def test_at_80_columns_the_overview_drops_columns_in_the_documented_order(
+        app: FleetApp) -> None:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        shown = [str(column.label) for column in table.columns.values()]
+        assert shown[:6] == ["Host / GPU", "State", "Free", "Util", "Memory", "Temp"]
+        assert not {"GPUs", "Seen", "Load"} & set(shown)
+        assert sum(c.get_render_width(table) for c in table.columns.values()) <= 80
+        assert str(table.get_cell("atlas", "gpus")) == "5/8"
+        await pilot.resize_terminal(120, 36)
+        await settle(pilot)
+        assert [str(c.label) for c in table.columns.values()][-1] == "GPUs"
+        assert str(table.get_cell("draco", "seen")) == "5m"
+
+
+async def test_a_down_host_shows_its_last_values_dim_and_marked_stale(app: FleetApp) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FleetTable)
+        cygnus_temp = table.get_cell("cygnus", "temp")
+        assert isinstance(cygnus_temp, Text) and "dim" not in str(cygnus_temp.style)
+        table.move_cursor(row=table._order.index("draco"))  # unreachable: its last report
+        await pilot.press("space")
+        await settle(pilot)
+        for key in ("draco", "draco:0"):
+            util = table.get_cell(key, "util")
+            assert isinstance(util, Text) and "stale" in util.plain, key
+            assert util.style == "dim", key
+        draco = standard_fleet().host("draco")
+        assert draco is not None
+        up_again = replace(draco, state="up", reason=None)
+        fake = app.service
+        assert isinstance(fake, FakeService)
+        fake.push(replace(fake.snapshot, hosts=tuple(up_again if h.spec.name == "draco" else h
+                                                     for h in fake.snapshot.hosts)))
+        await settle(pilot)
+        assert "stale" not in str(table.get_cell("draco", "util"))
 
 
 async def test_resizing_keeps_rows_and_selection(app: FleetApp) -> None:

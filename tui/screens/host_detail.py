@@ -264,7 +264,7 @@ class HostDetailScreen(FleetScreen):
     def action_reserve(self) -> None:
         snapshot = self.fleet_app.snapshot
         host = snapshot.host(self.host_name) if snapshot else None
-        free = [g.index for g in host.gpus if gpu_is_free(host, g)] if host else []
+        free = [g.index for g in host.gpus if gpu_is_free(host, g, self.now())] if host else []
         if host is None or not free:
             self.notify(f"{self.host_name} has no free GPU to reserve", severity="warning")
             return

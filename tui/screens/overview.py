@@ -33,7 +33,7 @@ class OverviewScreen(FleetScreen):
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
         yield FleetTable(id="fleet-table")
-        yield Input(placeholder="filter: name  @group  key=value  state:down   (Enter to apply)",
+        yield Input(placeholder="filter: name  gpu*  @group  label:key=value  state:down  (Enter)",
                     id="filter")
         yield Footer()
 
@@ -60,7 +60,7 @@ class OverviewScreen(FleetScreen):
         hosts = snapshot.hosts
         up = sum(1 for h in hosts if h.state == "up")
         gpus = sum(len(h.gpus) for h in hosts)
-        free = sum(free_count(h) for h in hosts)
+        free = sum(free_count(h, self.now()) for h in hosts)
         hot = sum(1 for h in hosts for g in h.gpus if g.state == "hot")
         drained = sum(1 for h in hosts if h.drained)
         table = self.table
@@ -179,7 +179,7 @@ class OverviewScreen(FleetScreen):
             return
         index = self.selected_gpu_index()
         indices = ([index] if index is not None
-                   else [g.index for g in host.gpus if gpu_is_free(host, g)])
+                   else [g.index for g in host.gpus if gpu_is_free(host, g, self.now())])
         if not indices:
             self.notify(f"{host.spec.name} has no free GPU to reserve", severity="warning")
             return

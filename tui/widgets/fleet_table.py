@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual._two_way_dict import TwoWayDict
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
 from fleet.snapshot import FleetSnapshot, HostSnapshot
 from tui import format as fmt
-from tui.rows import COLUMNS, Cells, RowFilter, gpu_cells, host_cells, sort_key
+from tui.rows import COLUMNS, Cells, RowFilter, gpu_cells, host_cells, sort_key, visible_columns
 
 # Above this many rows to remove at once, rebuilding is cheaper than remove_row (O(rows) each).
 REBUILD_REMOVALS = 64
@@ -27,10 +28,33 @@ class FleetTable(DataTable[object]):
         self._hosts: dict[str, HostSnapshot] = {}
         self._order: list[str] = []
         self.updated_cells = 0  # how many cells the last apply() rewrote (tests, benchmark)
+        self.shown_columns: tuple[str, ...] = ()  # the column keys shown (see rows.DROP_ORDER)
 
     def on_mount(self) -> None:
+        self._show_columns(visible_columns(self.app.size.width))
+
+    def on_resize(self, event: events.Resize) -> None:
+        wanted = visible_columns(event.size.width)
+        if wanted != self.shown_columns:
+            selected = self.selected_key
+            self._show_columns(wanted)
+            if selected is not None:
+                self._restore_cursor(selected)
+
+    def _show_columns(self, keys: tuple[str, ...]) -> None:
+        """Show only the columns `keys`, re-adding the rows from the cells already computed."""
+        self.clear(columns=True)
+        self.shown_columns = keys
         for key, label, width in COLUMNS:
-            self.add_column(label, width=width, key=key)
+            if key in keys:
+                self.add_column(label, width=width, key=key)
+        for row in self._order:
+            self.add_row(*self._shown(self._cells[row]), key=row)
+
+    def _shown(self, cells: Cells) -> list[object]:
+        """The cells of the visible columns, made safe for the terminal."""
+        return [fmt.safe_cell(cell) for (key, _, _), cell in zip(COLUMNS, cells, strict=True)
+                if key in self.shown_columns]
 
     @property
     def selected_key(self) -> str | None:
@@ -42,8 +66,8 @@ class FleetTable(DataTable[object]):
     def apply(self, snapshot: FleetSnapshot, now: float, *, force: bool = False) -> bool:
         """Bring the table to `snapshot`; returns False when nothing on screen changed."""
         selected = self.selected_key
-        hosts = sorted((h for h in snapshot.hosts if self.row_filter.matches(h)),
-                       key=sort_key(self.sort_name))
+        hosts = sorted((h for h in snapshot.hosts if self.row_filter.matches(h, now)),
+                       key=sort_key(self.sort_name, now))
         order: list[str] = []
         wanted: dict[str, Cells] = {}
         for host in hosts:
@@ -63,7 +87,7 @@ class FleetTable(DataTable[object]):
                     order.append(gpu.key)
                     wanted[gpu.key] = (self._cells[gpu.key]
                                        if not force and previous == host and gpu.key in self._cells
-                                       else gpu_cells(host, gpu))
+                                       else gpu_cells(host, gpu, now))
         changed = self._sync_rows(order, wanted)
         if changed and selected is not None:
             self._restore_cursor(selected)
@@ -83,11 +107,11 @@ class FleetTable(DataTable[object]):
             cells = wanted[key]
             old = self._cells.get(key)
             if old is None:
-                self.add_row(*(fmt.safe_cell(cell) for cell in cells), key=key)
+                self.add_row(*self._shown(cells), key=key)
                 self.updated_cells += len(cells)
             elif old != cells:
                 for column, old_cell, new_cell in zip(column_keys, old, cells, strict=True):
-                    if old_cell != new_cell:
+                    if old_cell != new_cell and column in self.shown_columns:
                         self.update_cell(key, column, fmt.safe_cell(new_cell))
                         self.updated_cells += 1
             self._cells[key] = cells
@@ -103,7 +127,7 @@ class FleetTable(DataTable[object]):
         self.clear()
         self._cells = {}
         for key in order:
-            self.add_row(*(fmt.safe_cell(cell) for cell in wanted[key]), key=key)
+            self.add_row(*self._shown(wanted[key]), key=key)
             self._cells[key] = wanted[key]
         self.updated_cells = len(order) * len(COLUMNS)
         self._order = order
