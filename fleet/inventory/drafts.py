@@ -9,6 +9,9 @@ from fleet.inventory.fields import Setting
 
 # Host settings whose disagreement between two entries of one host is always an error.
 IDENTITY_FIELDS = ("address", "port")
+# The most hosts one inventory may define (ranges included), so that a few lines of ranges
+# cannot expand into millions of hosts.
+MAX_HOSTS = 100_000
 
 
 @dataclass
@@ -63,6 +66,12 @@ class InventoryDraft:
         """Record one entry for host `name`; a repeated name merges into the same host."""
         host = self.hosts.get(name)
         if host is None:
+            if len(self.hosts) >= MAX_HOSTS:
+                raise ConfigError(
+                    f"the inventory defines more than {MAX_HOSTS:,} hosts (fleet's limit)",
+                    path=self.path,
+                    line=line,
+                )
             host = self.hosts[name] = HostDraft(name, line)
         for key, setting in fields.items():
             self._merge_setting(host, key, setting, host.fields, "")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -101,8 +104,31 @@ def load_inventory(
     return dataclasses.replace(inventory, hosts=hosts)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector, restoring its previous state on exit.
+
+    Reading a large inventory allocates hundreds of thousands of long-lived nodes and values,
+    none of them garbage; the collector's repeated full passes over them took more than half
+    the load time of a 20,000-host file.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _read_file(path: Path, fmt: str) -> tuple[Inventory, list[BuiltHost]]:
     """Parse one inventory file in the given (or detected) format."""
+    with _gc_paused():
+        return _parse_file(path, fmt)
+
+
+def _parse_file(path: Path, fmt: str) -> tuple[Inventory, list[BuiltHost]]:
+    """_read_file's work: compose, detect, read the format, build the hosts."""
     source, root = read_yaml_file(path, str(path))
     chosen = detect_format(source, root) if fmt == "auto" else fmt
     if not isinstance(root, yaml.MappingNode):

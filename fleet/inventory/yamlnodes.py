@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,16 @@ STR_TAG = "tag:yaml.org,2002:str"
 MERGE_TAG = "tag:yaml.org,2002:merge"
 # The most values one raw mapping (`settings`) may hold once its aliases are expanded.
 MAX_VALUES = 100_000
+# The largest inventory file read (about 200,000 hosts written out one by one); checked with
+# stat() before reading, so a huge file is refused at once instead of exhausting memory.
+MAX_INVENTORY_BYTES = 16 * 1024 * 1024
+# The most nodes a document may amount to once every alias is expanded where it is used: an
+# alias costs its target's whole size each time fleet walks it (a "billion laughs" bomb).
+MAX_EXPANDED_NODES = 4_000_000
+# libyaml's parser when PyYAML was built with it (about 8x faster); its nodes carry line marks too.
+COMPOSE_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)
 
 
 def line_of(node: yaml.Node) -> int:
@@ -60,7 +71,7 @@ class YamlFile:
     def compose(self, text: str) -> yaml.Node:
         """The single document in `text`; ConfigError on a syntax error or an empty file."""
         try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            root = yaml.compose(text, Loader=COMPOSE_LOADER)
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark is not None else None
@@ -70,12 +81,16 @@ class YamlFile:
             raise ConfigError(f"YAML error: {exc}", path=self.path) from exc
         if root is None or is_null(root):
             raise ConfigError("the file is empty (no hosts, groups or settings)", path=self.path)
-        self._check_acyclic(root)
+        # Without a `*` anywhere the document has no alias: no cycle, no expansion to check.
+        if "*" in text:
+            self._check_aliases(root)
         return root
 
-    def _check_acyclic(self, root: yaml.Node) -> None:
-        """ConfigError when an alias refers to a node that contains it (a recursive structure)."""
-        finished: set[int] = set()
+    def _check_aliases(self, root: yaml.Node) -> None:
+        """ConfigError when an alias refers to a node that contains it (a recursive structure),
+        or when expanding every alias would exceed MAX_EXPANDED_NODES nodes."""
+        # Expanded size of each finished node, by id; children finish before their parents.
+        sizes: dict[int, int] = {}
         on_path: set[int] = set()
         # Depth-first walk without recursion: (node, whether its children were pushed).
         stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -83,9 +98,16 @@ class YamlFile:
             node, expanded = stack.pop()
             if expanded:
                 on_path.discard(id(node))
-                finished.add(id(node))
+                size = 1 + sum(sizes[id(child)] for child in _children(node))
+                if size > MAX_EXPANDED_NODES:
+                    raise self.error(
+                        node,
+                        f"aliases expand this value to more than {MAX_EXPANDED_NODES:,} "
+                        "YAML nodes (an alias bomb?)",
+                    )
+                sizes[id(node)] = size
                 continue
-            if id(node) in finished:
+            if id(node) in sizes:
                 continue
             if id(node) in on_path:
                 raise self.error(node, "recursive alias: a value contains itself")
@@ -94,7 +116,7 @@ class YamlFile:
             for child in _children(node):
                 if id(child) in on_path:
                     raise self.error(child, "recursive alias: a value contains itself")
-                if id(child) not in finished:
+                if id(child) not in sizes:
                     stack.append((child, False))
 
     def error(self, node: yaml.Node | None, message: str) -> ConfigError:
@@ -228,16 +250,38 @@ def kind(node: yaml.Node) -> str:
 
 
 def read_yaml_file(path: Path, display_path: str) -> tuple[YamlFile, yaml.Node]:
-    """Read and compose the YAML file at `path`; ConfigError if missing, unreadable or invalid."""
-    if not path.exists():
-        raise ConfigError("inventory file not found", path=display_path)
-    if not path.is_file():
-        raise ConfigError("inventory path is not a regular file", path=display_path)
+    """Read and compose the YAML file at `path`; ConfigError if missing, unreadable, larger
+    than MAX_INVENTORY_BYTES or invalid."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"inventory is not UTF-8 text: {exc.reason}", path=display_path) from exc
+        info = path.stat()
+    except FileNotFoundError:
+        raise ConfigError("inventory file not found", path=display_path) from None
     except OSError as exc:
         raise ConfigError(f"cannot read inventory: {exc.strerror}", path=display_path) from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError("inventory path is not a regular file", path=display_path)
+    if info.st_size > MAX_INVENTORY_BYTES:
+        raise _too_large(display_path, info.st_size)
+    try:
+        with path.open("rb") as stream:
+            # One byte more than the cap shows a file that grew after stat().
+            data = stream.read(MAX_INVENTORY_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read inventory: {exc.strerror}", path=display_path) from exc
+    if len(data) > MAX_INVENTORY_BYTES:
+        raise _too_large(display_path, len(data))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"inventory is not UTF-8 text: {exc.reason}", path=display_path) from exc
     source = YamlFile(display_path)
     return source, source.compose(text)
+
+
+def _too_large(display_path: str, size: int) -> ConfigError:
+    """The error for an inventory file over MAX_INVENTORY_BYTES."""
+    return ConfigError(
+        f"inventory file is too large: {size:,} bytes ({size / 2**20:.1f} MiB), over fleet's "
+        f"limit of {MAX_INVENTORY_BYTES:,} bytes ({MAX_INVENTORY_BYTES // 2**20} MiB)",
+        path=display_path,
+    )
