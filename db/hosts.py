@@ -87,6 +87,11 @@ def _apply_facts(row: Host, facts: HostFacts, now: int) -> None:
     row.last_seen = now
 
 
+def host_state(session: Session, host_id: int) -> str:
+    """The stored state of a host. Raises LookupError for an unknown host id."""
+    return _host(session, host_id).state
+
+
 def update_host_state(
     session: Session, host_id: int, state: HostState, reason: str | None, now: int
 ) -> str:
@@ -174,3 +179,10 @@ def _host_row(row: Host) -> HostRow:
         last_seen=row.last_seen,
         last_probe_at=row.last_probe_at,
     )
+
+
+def adopted_endpoints(session: Session) -> list[tuple[str, str, int, str | None]]:
+    """(name, address, port, user) of every host adopted through discovery, by name."""
+    rows = session.execute(select(Host.name, Host.address, Host.port, Host.user)
+                           .where(Host.source == "adopted").order_by(Host.name))
+    return [(name, address, port, user) for name, address, port, user in rows]

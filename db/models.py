@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -211,6 +212,8 @@ class Task(Base):
     gpu_seconds: Mapped[float | None] = mapped_column(Float)
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     checked_at: Mapped[int | None] = mapped_column(BigInteger)
+    # The task was stopped for running past its --timeout (state is then `failed`).
+    timed_out: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Allocation(Base):

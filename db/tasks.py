@@ -25,7 +25,7 @@ FINAL_TASK_STATES: tuple[TaskState, ...] = ("succeeded", "failed", "cancelled", 
 # Columns update_task may change; identity and submission facts are fixed at creation.
 UPDATABLE_TASK_FIELDS = frozenset({
     "state", "host_id", "exit_code", "remote_dir", "remote_pid", "started_at", "ended_at",
-    "error", "gpu_seconds", "peak_memory_bytes", "priority", "constraints",
+    "error", "gpu_seconds", "peak_memory_bytes", "priority", "constraints", "timed_out",
 })
 
 
@@ -66,6 +66,7 @@ class TaskRow:
     gpu_seconds: float | None
     peak_memory_bytes: int | None
     gpus: tuple[TaskGpu, ...] = ()
+    timed_out: bool = False  # stopped for running past its --timeout
 
     @property
     def is_final(self) -> bool:
@@ -164,6 +165,7 @@ def finish_task(
     peak_memory_bytes: int | None = None,
     from_states: Sequence[str] = ACTIVE_TASK_STATES,
     released_at: int | None = None,
+    timed_out: bool = False,
 ) -> bool:
     """End a task (a final state, ended_at, exit code) and release its active allocations.
 
@@ -177,7 +179,8 @@ def finish_task(
     """
     if state not in FINAL_TASK_STATES:
         raise ValueError(f"{state!r} is not a final task state {FINAL_TASK_STATES}")
-    changes: dict[str, Any] = {"state": state, "ended_at": now, "exit_code": exit_code}
+    changes: dict[str, Any] = {"state": state, "ended_at": now, "exit_code": exit_code,
+                               "timed_out": timed_out}
     if error is not None:
         changes["error"] = error
     if gpu_seconds is not None:
@@ -297,6 +300,7 @@ def _task_row(task: Task, host_name: str | None, gpus: tuple[TaskGpu, ...]) -> T
         gpu_seconds=task.gpu_seconds,
         peak_memory_bytes=task.peak_memory_bytes,
         gpus=gpus,
+        timed_out=bool(task.timed_out),
     )
 
 

@@ -1,4 +1,4 @@
-"""The public async API shared by the CLI, the TUI and users' scripts.
+"""The public async API shared by the CLI, the TUI and users' scripts: `fleet.open()` → `Fleet`.
 
     import asyncio, fleet
 
@@ -8,162 +8,123 @@
                 print(host.spec.name, host.state, len(host.report.gpus) if host.report else 0)
 
     asyncio.run(main())
+
+`Fleet` composes small services over one `FleetContext` (fleet/services/); its methods are
+theirs, bound once here, so every caller reaches the same code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.api.discovery import DiscoveryAPI
-from fleet.api.dispatch import DispatchAPI
-from fleet.api.health import HealthAPI
-from fleet.api.monitor import MonitorAPI
-from fleet.api.placement import PlacementAPI
+from fleet.context import FleetContext
 from fleet.errors import StorageError
-from fleet.fanout import DEFAULT_FANOUT, HostStatus, ProgressCallback, probe_hosts
-from fleet.inventory import Inventory, default_ssh_config_path, load_inventory, select_hosts
-from fleet.model import HostSpec
+from fleet.services.discovery import DiscoveryOutcome, DiscoveryService
+from fleet.services.dispatch import DispatchService
+from fleet.services.health import HealthService
+from fleet.services.hosts import HostService
+from fleet.services.monitor import MonitorService
+from fleet.services.placement import PlacementService
 from fleet.ssh.options import SshOptions
+from fleet.storage import redact_url
 
 if TYPE_CHECKING:
     from db.engine import Database
-    from db.types import GpuHistoryPoint, HostRow, LatestGpu
+    from fleet.inventory import Inventory
+    from fleet.monitor.monitor import Monitor
+
+__all__ = ["DiscoveryOutcome", "Fleet", "now", "open", "open_database", "redact_url"]
 
 
-class Fleet(MonitorAPI, HealthAPI, PlacementAPI, DispatchAPI, DiscoveryAPI):
-    """A session over one inventory and one database; create it with `fleet.open()`.
+class Fleet:
+    """A session over one inventory and one database; create it with `fleet.open()`."""
 
-    Feature operations (monitor, health, placement, dispatch, discovery) come from the
-    mixins in fleet/api/.
-    """
+    def __init__(self, database: Database, inventory: Inventory | Callable[[], Inventory],
+                 ssh_options: SshOptions, *, clock: Callable[[], float] = time.time) -> None:
+        self.context = FleetContext(database, inventory, ssh_options, clock=clock)
+        self.host_service = HostService(self.context)
+        self.placement_service = PlacementService(self.context, self.host_service)
+        self.dispatch_service = DispatchService(self.context, self.placement_service)
+        self.monitor_service = MonitorService(self.context, self.placement_service,
+                                              self.dispatch_service.reconcile_tasks)
+        self.health_service = HealthService(self.context)
+        self.discovery_service = DiscoveryService(self.context)
 
-    def __init__(self, database: Database, inventory: Inventory, ssh_options: SshOptions) -> None:
-        self.database = database
-        self.inventory = inventory
-        self.ssh_options = ssh_options
+        # hosts
+        self.hosts = self.host_service.hosts
+        self.status = self.host_service.status
+        self.registered_hosts = self.host_service.registered_hosts
+        self.latest_gpus = self.host_service.latest_gpus
+        self.gpu_history = self.host_service.gpu_history
+        # live
+        self.monitor_settings = self.monitor_service.monitor_settings
+        self.start_monitor = self.monitor_service.start_monitor
+        self.stop_monitor = self.monitor_service.stop_monitor
+        self.snapshot = self.monitor_service.snapshot
+        self.watch = self.monitor_service.watch
+        # history and health
+        self.events = self.health_service.events
+        self.host_history = self.health_service.host_history
+        self.drain = self.health_service.drain
+        self.undrain = self.health_service.undrain
+        # placement
+        self.candidates = self.placement_service.candidates
+        self.place = self.placement_service.place
+        self.place_and_claim = self.placement_service.place_and_claim
+        self.reserve = self.placement_service.reserve
+        self.release = self.placement_service.release
+        self.release_mine = self.placement_service.release_mine
+        self.allocations = self.placement_service.allocations
+        # tasks
+        self.submit = self.dispatch_service.submit
+        self.dispatch = self.dispatch_service.dispatch
+        self.follow = self.dispatch_service.follow
+        self.cancel = self.dispatch_service.cancel
+        self.task = self.dispatch_service.task
+        self.tasks = self.dispatch_service.tasks
+        self.reconcile_tasks = self.dispatch_service.reconcile_tasks
+        self.run_on_hosts = self.dispatch_service.run_on_hosts
+        # discovery
+        self.discovery_settings = self.discovery_service.discovery_settings
+        self.known_endpoints = self.discovery_service.known_endpoints
+        self.discover = self.discovery_service.discover
+        self.discovered_hosts = self.discovery_service.discovered_hosts
+        self.watch_discovery = self.discovery_service.watch_discovery
+        self.adopt = self.discovery_service.adopt
 
-    def hosts(self, pattern: str | None = None) -> tuple[HostSpec, ...]:
-        """The inventory's hosts plus adopted ones, optionally filtered by a `--hosts` pattern."""
-        return select_hosts(self.inventory_with_adopted(), pattern)
+    @property
+    def database(self) -> Database:
+        """The open database."""
+        return self.context.database
 
-    async def status(
-        self,
-        pattern: str | None = None,
-        *,
-        timeout: float = 15.0,
-        record: bool = True,
-        fanout: int = DEFAULT_FANOUT,
-        progress: ProgressCallback | None = None,
-    ) -> list[HostStatus]:
-        """Probe the selected hosts once, concurrently, and record what was seen."""
-        specs = self.hosts(pattern)
-        statuses = await probe_hosts(
-            specs, self.ssh_options, timeout=timeout, fanout=fanout, progress=progress
-        )
-        if record:
-            await asyncio.to_thread(self._record, statuses)
-        return statuses
+    @property
+    def inventory(self) -> Inventory:
+        """The inventory as loaded (without adopted hosts; see `hosts()` for the managed set)."""
+        return self.context.inventory
 
-    def _record(self, statuses: Sequence[HostStatus]) -> None:
-        from fleet.recorder import record_statuses
+    @property
+    def ssh_options(self) -> SshOptions:
+        """The SSH options every connection of this session uses."""
+        return self.context.ssh_options
 
-        with self._storage("record samples"), self.database.session() as session:
-            record_statuses(session, statuses)
+    @property
+    def monitor(self) -> Monitor | None:
+        """The running in-process monitor, if any."""
+        return self.monitor_service.monitor
 
-    async def registered_hosts(self) -> list[HostRow]:
-        """Every host the database knows, with its last state and facts."""
-        from db.hosts import list_hosts
-
-        def load() -> list[HostRow]:
-            with self._storage("list hosts"), self.database.session() as session:
-                return list_hosts(session)
-
-        return await asyncio.to_thread(load)
-
-    async def latest_gpus(self, host_names: Sequence[str] | None = None) -> list[LatestGpu]:
-        """Each known GPU with its latest recorded sample."""
-        from db.gpus import latest_gpus
-
-        def load() -> list[LatestGpu]:
-            with self._storage("read latest samples"), self.database.session() as session:
-                return latest_gpus(session, host_names)
-
-        return await asyncio.to_thread(load)
-
-    async def gpu_history(
-        self,
-        *,
-        since: float,
-        until: float,
-        host: str | None = None,
-        gpu: str | None = None,
-        bucket_s: int | None = None,
-        limit: int | None = None,
-    ) -> list[GpuHistoryPoint]:
-        """GPU samples between two epoch times, raw or aggregated per `bucket_s` seconds.
-
-        Bucketed ranges older than the raw-sample retention are answered from the 1-minute
-        rollups, so long histories stay available after raw samples are pruned.
-        """
-        from db.rollup_history import gpu_history_with_rollups
-
-        def load() -> list[GpuHistoryPoint]:
-            with self._storage("read history"), self.database.session() as session:
-                return gpu_history_with_rollups(
-                    session,
-                    since_ms=int(since * 1000),
-                    until_ms=int(until * 1000),
-                    host=host,
-                    gpu=gpu,
-                    bucket_s=bucket_s,
-                    limit=limit,
-                )
-
-        return await asyncio.to_thread(load)
-
-    def _storage(self, action: str) -> _StorageGuard:
-        return _StorageGuard(action, self.database.url)
+    def inventory_with_adopted(self) -> Inventory:
+        """The inventory plus adopted hosts (group `adopted`): what fleet manages."""
+        return self.context.hosts.inventory()
 
     def close(self) -> None:
         """Release the database engine."""
-        self.database.close()
-
-
-class _StorageGuard:
-    """Turns database errors into StorageError naming what fleet was doing."""
-
-    def __init__(self, action: str, url: str) -> None:
-        self.action = action
-        self.url = url
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: object) -> None:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from db.errors import DatabaseError
-
-        if isinstance(exc, SQLAlchemyError | DatabaseError):
-            raise StorageError(f"cannot {self.action} in {_redact(self.url)}: {exc}") from exc
-
-
-def _redact(url: str) -> str:
-    """The URL without a password, for messages."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):  # unparsable: show only what follows any credentials
-        return url.split("@")[-1]
+        self.context.database.close()
 
 
 def open_database(url: str | None) -> Database:
@@ -185,13 +146,19 @@ async def open(
     ssh_options: SshOptions | None = None,
     accept_new: bool = False,
 ) -> AsyncIterator[Fleet]:
-    """Open fleet on an inventory (default search path) and a database (default file)."""
-    loaded_inventory = load_inventory(inventory, ssh_config=default_ssh_config_path())
+    """Open fleet on an inventory (default search path) and a database (default file).
+
+    The inventory is read when first needed, so database-only calls never touch it.
+    """
+    from fleet.inventory import default_ssh_config_path, load_inventory
+
     options = ssh_options or SshOptions()
     if accept_new:
         options = replace(options, accept_new=True)
     database = await asyncio.to_thread(open_database, db)
-    service = Fleet(database, loaded_inventory, options)
+    service = Fleet(database, lambda: load_inventory(inventory,
+                                                     ssh_config=default_ssh_config_path()),
+                    options)
     try:
         yield service
     finally:

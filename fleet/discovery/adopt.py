@@ -112,18 +112,27 @@ def check_name_free(target: AdoptTarget, known: Mapping[tuple[str, int], KnownHo
 
 async def verify_host_key(spec: HostSpec, options: SshOptions, *, accept_new: bool,
                           same_name_hosts: Sequence[tuple[str, int]] = (),
-                          before_pin: Callable[[], None] | None = None) -> KeyCheck:
+                          before_pin: Callable[[], None] | None = None,
+                          expected_fingerprint: str | None = None) -> KeyCheck:
     """Fetch the key `spec` presents and apply the trust rules above; pins it when allowed.
 
+    With `expected_fingerprint` (what the operator confirmed), an unknown key is pinned only
+    when it is exactly that key: the key compared is the key pinned, on one connection.
     `before_pin` runs after the spoof check and before anything is pinned (e.g. a name
-    check). Raises HostKeyRejected (unknown key without accept_new, changed, revoked or
-    spoofed) or HostUnreachable.
+    check). Raises HostKeyRejected (unknown key without accept_new, changed, revoked,
+    spoofed, or not the confirmed one) or HostUnreachable.
     """
     from fleet.ssh.connect import fetch_host_public_key
     from fleet.ssh.hostkeys import HostKeyPolicy, key_fingerprint, key_type_name
 
     key = await fetch_host_public_key(spec, options)
     offered = f"{key_type_name(key)} {key_fingerprint(key)}"
+    if expected_fingerprint is not None:
+        if not same_fingerprint(key_fingerprint(key), expected_fingerprint):
+            raise HostKeyRejected(spec.name, (
+                f"presents {offered}, not the key you confirmed ({expected_fingerprint}); "
+                f"nothing was pinned"))
+        accept_new = True
     for address, port in same_name_hosts:
         other = await asyncio.to_thread(HostKeyPolicy, spec.name, address, port, options)
         blobs = [entry.key_blob for entry in other.trusted if entry.key_blob is not None]
@@ -140,6 +149,14 @@ async def verify_host_key(spec: HostSpec, options: SshOptions, *, accept_new: bo
     if not accepted:
         raise HostKeyRejected(spec.name, policy.rejection or f"host key {offered} refused")
     return KeyCheck(key_type_name(key), key_fingerprint(key), policy.pinned_line is not None)
+
+
+def same_fingerprint(seen: str, confirmed: str) -> bool:
+    """Whether two SHA256 fingerprints are the same ("SHA256:" prefix and key type optional)."""
+    def bare(text: str) -> str:
+        return text.strip().split()[-1].removeprefix("SHA256:") if text.strip() else ""
+
+    return bool(bare(confirmed)) and bare(seen) == bare(confirmed)
 
 
 def adopted_spec(target: AdoptTarget, user: str | None,
@@ -164,6 +181,12 @@ class AdoptResult:
     inventory_path: Path | None
     inventory_line: int | None
     auto: bool = False
+
+    @property
+    def spec(self) -> HostSpec:
+        """The managed host this adoption made (or found): its name is what to use next."""
+        return HostSpec(name=self.name, address=self.address, port=self.port,
+                        source=ADOPTED_SPEC_SOURCE, labels=(("fleet.source", "adopted"),))
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -12,10 +12,10 @@ from fleet.dispatch.records import Ending, ending_from_status, now_s
 from fleet.dispatch.remote import TaskHost
 
 if TYPE_CHECKING:
-    from fleet.service import Fleet
+    from fleet.context import FleetContext
 
 
-async def cancel_task(service: Fleet, task_id: int, *, grace_s: float) -> str:
+async def cancel_task(context: FleetContext, task_id: int, *, grace_s: float) -> str:
     """Cancel one task; returns its final state (unchanged if it had already ended).
 
     Queued or placing: ended `cancelled` at once (its waiting dispatcher stops). Starting or
@@ -23,18 +23,18 @@ async def cancel_task(service: Fleet, task_id: int, *, grace_s: float) -> str:
     exit code the host reports. A HostError leaves the task as it is (the reconciler marks it
     lost if the host stays unreachable).
     """
-    row = await asyncio.to_thread(records.load, service.database, task_id)
+    row = await asyncio.to_thread(records.load, context.database, task_id)
     if row.is_final:
         return row.state
     if row.remote_dir is None or row.host is None:
         ending = Ending("cancelled", None, "cancelled before it started", now_s(), None)
-        if await asyncio.to_thread(records.finish, service.database, task_id, ending):
+        if await asyncio.to_thread(records.finish, context.database, task_id, ending):
             return "cancelled"
-        return (await asyncio.to_thread(records.load, service.database, task_id)).state
-    async with await TaskHost.open(host_spec(service, row.host), service.ssh_options) as host:
+        return (await asyncio.to_thread(records.load, context.database, task_id)).state
+    async with await TaskHost.open(host_spec(context, row.host), context.ssh_options) as host:
         status = await cancel_remote(host, row.remote_dir, grace_s)
     timeout = row.constraints.get("timeout_s")
     ending = ending_from_status(status, now=now_s(),
                                 timeout_s=float(timeout) if timeout else None)
-    await asyncio.to_thread(records.finish, service.database, task_id, ending)
-    return (await asyncio.to_thread(records.load, service.database, task_id)).state
+    await asyncio.to_thread(records.finish, context.database, task_id, ending)
+    return (await asyncio.to_thread(records.load, context.database, task_id)).state

@@ -32,9 +32,10 @@ from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
+    from fleet.context import FleetContext
     from fleet.placement.claim import Claim
     from fleet.placement.request import PlacementRequest
-    from fleet.service import Fleet
+    from fleet.services.placement import PlacementService
 
 DEFAULT_QUEUE_TIMEOUT_S = 24 * 3600.0
 T = TypeVar("T")
@@ -121,18 +122,19 @@ class StartedTask:
     claim: Claim | None = field(default=None, compare=False)
 
 
-def host_spec(service: Fleet, name: str) -> HostSpec:
-    for spec in service.inventory.hosts:
-        if spec.name == name:
-            return spec
-    raise DispatchError(f"host {name!r} is not in the inventory")
+def host_spec(context: FleetContext, name: str) -> HostSpec:
+    """The managed host a task ran on; DispatchError when fleet no longer manages it."""
+    spec = context.hosts.find(name)
+    if spec is None:
+        raise DispatchError(f"host {name!r} is not in the inventory or among adopted hosts")
+    return spec
 
 
-async def create_record(service: Fleet, request: DispatchRequest, owner: str) -> int:
+async def create_record(context: FleetContext, request: DispatchRequest, owner: str) -> int:
     from db.tasks import create_task
 
     def create() -> int:
-        with service.database.session() as session:
+        with context.database.session() as session:
             return create_task(
                 session, name=request.name or request.script.name, script=str(request.script),
                 args=request.args, gpus_requested=request.placement.gpus, owner=owner,
@@ -142,44 +144,46 @@ async def create_record(service: Fleet, request: DispatchRequest, owner: str) ->
     return await asyncio.to_thread(create)
 
 
-async def claim_for(service: Fleet, request: DispatchRequest, task_id: int, owner: str,
+async def claim_for(context: FleetContext, placement: PlacementService,
+                    request: DispatchRequest, task_id: int, owner: str,
                     on_wait: Callable[[str], None] | None = None) -> Claim:
     """Place and claim now, or (with request.wait) wait in the queue; ends the task on failure."""
     try:
         if request.wait:
             from fleet.dispatch.queue import wait_and_claim
 
-            return await wait_and_claim(service, request.placement, task_id, owner,
+            return await wait_and_claim(context, placement, request.placement, task_id, owner,
                                         timeout_s=request.queue_timeout_s, on_wait=on_wait)
-        return await service.place_and_claim(request.placement, owner=owner, task_id=task_id)
+        return await placement.place_and_claim(request.placement, owner=owner,
+                                               task_id=task_id)
     except NoPlacement as exc:
-        await _end(service, task_id, "failed", f"no placement: {exc}")
+        await _end(context, task_id, "failed", f"no placement: {exc}")
         raise
     except BaseException as exc:
         state = "cancelled" if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) \
             else "failed"
-        await _end(service, task_id, state, f"not started: {exc}" if str(exc) else state)
+        await _end(context, task_id, state, f"not started: {exc}" if str(exc) else state)
         raise
 
 
-async def _end(service: Fleet, task_id: int, state: str, error: str) -> None:
+async def _end(context: FleetContext, task_id: int, state: str, error: str) -> None:
     ending = Ending(state, None, error, now_s(), None)  # type: ignore[arg-type]
-    await asyncio.shield(asyncio.to_thread(records.finish, service.database, task_id, ending))
+    await asyncio.shield(asyncio.to_thread(records.finish, context.database, task_id, ending))
 
 
-async def start_claimed(service: Fleet, request: DispatchRequest, task_id: int,
+async def start_claimed(context: FleetContext, request: DispatchRequest, task_id: int,
                         claim: Claim) -> tuple[StartedTask, TaskHost]:
     """Start a claimed task on its host; on any failure the task is ended (GPUs released)."""
-    spec = host_spec(service, claim.host)
+    spec = host_spec(context, claim.host)
     uuids = tuple(claim.cuda_visible_devices.split(","))
-    database = service.database
+    database = context.database
     host: TaskHost | None = None
     launched = False
     task_dir: str | None = None
     try:
         await asyncio.to_thread(records.set_host, database, task_id, claim.host)
         launch = request.launch(task_id, spec.python, uuids)
-        host = await TaskHost.open(spec, service.ssh_options)
+        host = await TaskHost.open(spec, context.ssh_options)
         task_dir = await host.make_dir(TASKS_BASE, task_dir_name(task_id))
         await asyncio.to_thread(records.set_fields, database, task_id, remote_dir=task_dir)
         await host.upload(launch, task_dir)
@@ -191,7 +195,7 @@ async def start_claimed(service: Fleet, request: DispatchRequest, task_id: int,
                                 remote_pid=pgid, started_at=started_at)
         await asyncio.to_thread(records.checked, database, task_id)
     except BaseException as exc:
-        await _abort_start(service, task_id, host, task_dir if launched else None, exc)
+        await _abort_start(context, task_id, host, task_dir if launched else None, exc)
         raise
     started = StartedTask(task_id=task_id, host=spec, task_dir=task_dir, pgid=pgid,
                           gpu_uuids=uuids, started_at=started_at,
@@ -199,7 +203,7 @@ async def start_claimed(service: Fleet, request: DispatchRequest, task_id: int,
     return started, host
 
 
-async def _abort_start(service: Fleet, task_id: int, host: TaskHost | None,
+async def _abort_start(context: FleetContext, task_id: int, host: TaskHost | None,
                        launched_dir: str | None, exc: BaseException) -> None:
     """End a task whose start failed or was interrupted; stop it on the host if it began."""
     cancelled = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
@@ -209,24 +213,31 @@ async def _abort_start(service: Fleet, task_id: int, host: TaskHost | None,
             await asyncio.shield(cancel_remote(host, launched_dir, 1.0))
     if host is not None:
         host.close()
-    await _end(service, task_id, "cancelled" if cancelled else "failed",
+    await _end(context, task_id, "cancelled" if cancelled else "failed",
                "cancelled while starting" if cancelled else f"could not start: {exc}")
 
 
-async def submit(service: Fleet, request: DispatchRequest, *,
-                 on_wait: Callable[[str], None] | None = None) -> tuple[StartedTask, TaskHost]:
-    """Record, claim (or queue) and start a task; returns it running and its open host."""
+async def submit(context: FleetContext, placement: PlacementService, request: DispatchRequest,
+                 *, on_wait: Callable[[str], None] | None = None
+                 ) -> tuple[StartedTask, TaskHost]:
+    """Record, claim (or queue) and start a task; returns it running and its open host.
+
+    Bad input (script, files, environment, placement policy) is refused before a task row is
+    written.
+    """
     from fleet.placement.reservations import current_owner
+    from fleet.placement.scoring.policies import resolve_policy
 
     request.validate()
+    resolve_policy(request.placement.policy)
     owner = request.owner or current_owner()
-    task_id = await create_record(service, request, owner)
-    claim = await claim_for(service, request, task_id, owner, on_wait)
-    return await start_claimed(service, request, task_id, claim)
+    task_id = await create_record(context, request, owner)
+    claim = await claim_for(context, placement, request, task_id, owner, on_wait)
+    return await start_claimed(context, request, task_id, claim)
 
 
 async def attend(
-    service: Fleet,
+    context: FleetContext,
     started: StartedTask,
     host: TaskHost | None,
     *,
@@ -242,8 +253,8 @@ async def attend(
 
     When `stop` is set the task is cancelled, or with `detach_on_stop` left running (None).
     """
-    link = HostLink(started.host, service.ssh_options, host)
-    database = service.database
+    link = HostLink(started.host, context.ssh_options, host)
+    database = context.database
     last_check = [time.monotonic()]
 
     def contact() -> None:
@@ -261,7 +272,7 @@ async def attend(
             end = await _cancel_with_retries(link, started.task_dir, grace_s, lost_after_s)
         ending = _ending_of(end, started.timeout_s)
         await asyncio.to_thread(records.finish, database, started.task_id, ending)
-        return await asyncio.to_thread(_recorded_ending, service, started.task_id, ending)
+        return await asyncio.to_thread(_recorded_ending, context, started.task_id, ending)
     finally:
         link.close()
 
@@ -286,10 +297,10 @@ def _ending_of(end: FollowEnd, timeout_s: float | None) -> Ending:
     return ending_from_status(end.status, now=now_s(), timeout_s=timeout_s)
 
 
-def _recorded_ending(service: Fleet, task_id: int, fallback: Ending) -> Ending:
+def _recorded_ending(context: FleetContext, task_id: int, fallback: Ending) -> Ending:
     """The ending the database holds (another process may have ended the task first)."""
-    row = records.load(service.database, task_id)
+    row = records.load(context.database, task_id)
     if row.state not in ("succeeded", "failed", "cancelled", "lost"):
         return fallback
     return Ending(row.state, row.exit_code, row.error, row.ended_at or fallback.ended_at,  # type: ignore[arg-type]
-                  fallback.duration_s)
+                  fallback.duration_s, timed_out=row.timed_out)

@@ -20,10 +20,11 @@ from fleet.dispatch import records
 from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
 
 if TYPE_CHECKING:
+    from fleet.context import FleetContext
     from fleet.placement.candidates import CandidateSet
     from fleet.placement.claim import Claim
     from fleet.placement.request import PlacementRequest
-    from fleet.service import Fleet
+    from fleet.services.placement import PlacementService
     from fleet.snapshot import AllocationInfo
 
 MIN_POLL_S = 0.1
@@ -33,28 +34,14 @@ PROBE_EVERY_S = 30.0
 WAITER_STALE_S = 60.0
 
 
-def _active_allocations(service: Fleet) -> dict[tuple[str, int], AllocationInfo]:
-    from db.allocation_details import allocation_details
-    from fleet.snapshot import AllocationInfo
-
-    with service.database.session() as session:
-        rows = allocation_details(session)
-    return {
-        (row.host, row.gpu_idx): AllocationInfo(
-            allocation_id=row.id, kind=row.kind, owner=row.owner, task_id=row.task_id,
-            task_name=row.task_name, expires_at=row.expires_at, note=row.note)
-        for row in rows
-    }
-
-
-def _requests_ahead(service: Fleet, task_id: int) -> list[PlacementRequest]:
+def _requests_ahead(context: FleetContext, task_id: int) -> list[PlacementRequest]:
     """Placement requests of live queued tasks ahead of `task_id` (and refresh its heartbeat)."""
     from db.task_runs import checked_at, mark_checked, queued_ahead
     from db.tasks import get_task
     from fleet.placement.request import PlacementRequest
 
     now = records.now_s()
-    with service.database.session() as session:
+    with context.database.session() as session:
         mark_checked(session, task_id, now)
         ahead = queued_ahead(session, task_id)
         heartbeats = checked_at(session, ahead)
@@ -88,7 +75,8 @@ def blocked_by_ahead(mine: tuple[str, tuple[int, ...]], ahead: list[PlacementReq
 
 
 async def wait_and_claim(
-    service: Fleet,
+    context: FleetContext,
+    placement: PlacementService,
     request: PlacementRequest,
     task_id: int,
     owner: str,
@@ -107,16 +95,16 @@ async def wait_and_claim(
     told = ""
     while True:
         probe = loop.time() - last_probe >= PROBE_EVERY_S
-        candidates = await service.candidates(request, probe_stale=probe)
+        candidates = await placement.candidates(request, probe_stale=probe)
         if probe:
             last_probe = loop.time()
-        allocations = await asyncio.to_thread(_active_allocations, service)
-        ahead = await asyncio.to_thread(_requests_ahead, service, task_id)
+        allocations = await placement.active_allocations()
+        ahead = await asyncio.to_thread(_requests_ahead, context, task_id)
         now = time.time()
         result = place(request, candidates, allocations, now)
         if result.host is not None and not blocked_by_ahead(
                 (result.host, result.gpu_indices), ahead, candidates, allocations, now):
-            taken = await _try_claim(service, claim, result.host, result.gpu_indices,
+            taken = await _try_claim(context, claim, result.host, result.gpu_indices,
                                      task_id, owner)
             if taken is not None:
                 return taken
@@ -128,7 +116,7 @@ async def wait_and_claim(
             told = message
         remaining = deadline - loop.time()
         if remaining <= 0:
-            from fleet.placement.explain import render_explain
+            from fleet.render.explain import render_explain
 
             raise NoPlacement(f"no GPUs for task {task_id} within the queue timeout "
                               f"({timeout_s:g}s): {result.summary()}",
@@ -137,10 +125,10 @@ async def wait_and_claim(
         interval = min(interval * 1.5, MAX_POLL_S)
 
 
-async def _try_claim(service: Fleet, claim: Callable[..., Claim], host: str,
+async def _try_claim(context: FleetContext, claim: Callable[..., Claim], host: str,
                      indices: tuple[int, ...], task_id: int, owner: str) -> Claim | None:
     """queued → placing, then claim; back to queued if another claim won the race."""
-    database = service.database
+    database = context.database
     moved = await asyncio.to_thread(records.set_fields, database, task_id,
                                     from_states=("queued",), state="placing")
     if not moved:

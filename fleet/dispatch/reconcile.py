@@ -22,9 +22,9 @@ from fleet.errors import DispatchError, HostError
 
 if TYPE_CHECKING:
     from db.tasks import TaskRow
+    from fleet.context import FleetContext
     from fleet.dispatch.remote import TaskHost
     from fleet.model import HostSpec
-    from fleet.service import Fleet
 
 # A task in `placing`/`starting` this long without progress lost its dispatcher.
 START_STALE_S = 120.0
@@ -54,25 +54,25 @@ class _Active:
         return max(value for value in known if value is not None)
 
 
-def _active_rows(service: Fleet) -> list[_Active]:
+def _active_rows(context: FleetContext) -> list[_Active]:
     from db.task_runs import checked_at
     from db.tasks import list_tasks
 
-    with service.database.session() as session:
+    with context.database.session() as session:
         rows = list_tasks(session, states=("queued", "placing", "starting", "running"))
         beats = checked_at(session, [row.id for row in rows])
     return [_Active(row, beats.get(row.id)) for row in rows]
 
 
 async def reconcile(
-    service: Fleet,
+    context: FleetContext,
     *,
     lost_after_s: float = DEFAULT_LOST_AFTER_S,
     check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
     task_ids: Sequence[int] | None = None,
 ) -> ReconcileReport:
     """One pass over the active tasks (or just `task_ids`); safe to run from many processes."""
-    actives = await asyncio.to_thread(_active_rows, service)
+    actives = await asyncio.to_thread(_active_rows, context)
     if task_ids is not None:
         actives = [active for active in actives if active.row.id in set(task_ids)]
     report = ReconcileReport()
@@ -82,12 +82,12 @@ async def reconcile(
         row = active.row
         if row.state == "queued":
             if now - (active.beat or row.submitted_at) > WAITER_STALE_S:
-                await _finish(service, row, Ending("cancelled", None,
+                await _finish(context, row, Ending("cancelled", None,
                                                    "its waiting dispatcher went away", now, None),
                               report)
         elif row.remote_dir is None or row.host is None:
             if now - active.last_contact > START_STALE_S:
-                await _finish(service, row, Ending("failed", None,
+                await _finish(context, row, Ending("failed", None,
                                                    "its dispatcher went away before the start",
                                                    now, None), report)
         elif row.state == "starting" and now - active.last_contact < START_STALE_S:
@@ -98,34 +98,35 @@ async def reconcile(
 
     async def one_host(name: str, tasks: list[_Active]) -> None:
         async with gate:
-            await _check_host(service, name, tasks, report, lost_after_s, check_timeout_s)
+            await _check_host(context, name, tasks, report, lost_after_s, check_timeout_s)
 
     await asyncio.gather(*(one_host(name, tasks) for name, tasks in remote.items()))
     return report
 
 
-async def _finish(service: Fleet, row: TaskRow, ending: Ending, report: ReconcileReport) -> None:
-    if await asyncio.to_thread(records.finish, service.database, row.id, ending):
+async def _finish(context: FleetContext, row: TaskRow, ending: Ending,
+                  report: ReconcileReport) -> None:
+    if await asyncio.to_thread(records.finish, context.database, row.id, ending):
         report.ended[row.id] = ending.state
 
 
-def _spec(service: Fleet, name: str) -> HostSpec | None:
-    return next((spec for spec in service.inventory.hosts if spec.name == name), None)
+def _spec(context: FleetContext, name: str) -> HostSpec | None:
+    return context.hosts.find(name)
 
 
-async def _check_host(service: Fleet, name: str, tasks: list[_Active], report: ReconcileReport,
-                      lost_after_s: float, timeout_s: float) -> None:
+async def _check_host(context: FleetContext, name: str, tasks: list[_Active],
+                      report: ReconcileReport, lost_after_s: float, timeout_s: float) -> None:
     from fleet.dispatch.remote import TaskHost
 
-    spec = _spec(service, name)
+    spec = _spec(context, name)
     try:
         if spec is None:
             raise DispatchError(f"host {name} is no longer in the inventory")
         async with asyncio.timeout(timeout_s + len(tasks) * 2.0):
-            host = await TaskHost.open(spec, service.ssh_options)
+            host = await TaskHost.open(spec, context.ssh_options)
             try:
                 for active in tasks:
-                    await _check_task(service, host, active.row, report)
+                    await _check_task(context, host, active.row, report)
             finally:
                 host.close()
     except (HostError, DispatchError, TimeoutError) as exc:
@@ -134,21 +135,21 @@ async def _check_host(service: Fleet, name: str, tasks: list[_Active], report: R
         for active in tasks:
             silent = now - active.last_contact
             if silent > lost_after_s:
-                await _finish(service, active.row, Ending(
+                await _finish(context, active.row, Ending(
                     "lost", None, f"host {name} unreachable for {silent}s: {exc}", now, None),
                     report)
 
 
-async def _check_task(service: Fleet, host: TaskHost, row: TaskRow,
+async def _check_task(context: FleetContext, host: TaskHost, row: TaskRow,
                       report: ReconcileReport) -> None:
     assert row.remote_dir is not None
     status = await host.status(row.remote_dir)
-    database = service.database
+    database = context.database
     if status.state in ("exited", "gone"):
         timeout = row.constraints.get("timeout_s")
         ending = ending_from_status(status, now=now_s(),
                                     timeout_s=float(timeout) if timeout else None)
-        await _finish(service, row, ending, report)
+        await _finish(context, row, ending, report)
         return
     await asyncio.to_thread(records.checked, database, row.id)
     if row.state == "starting":

@@ -34,6 +34,7 @@ class Ending:
     error: str | None
     ended_at: int
     duration_s: float | None  # measured on the host when known (clock skew does not matter)
+    timed_out: bool = False  # stopped for running past its --timeout (state is `failed`)
 
 
 def ending_from_status(status: RemoteStatus, *, now: int, timeout_s: float | None = None
@@ -52,7 +53,7 @@ def ending_from_status(status: RemoteStatus, *, now: int, timeout_s: float | Non
         return Ending("cancelled", code, "cancelled", now, duration)
     if status.timed_out:
         limit = f" after {timeout_s:g}s" if timeout_s is not None else ""
-        return Ending("failed", code, f"timed out{limit}", now, duration)
+        return Ending("failed", code, f"timed out{limit}", now, duration, timed_out=True)
     if code == 0:
         return Ending("succeeded", 0, None, now, duration)
     return Ending("failed", code, f"exit code {code}", now, duration)
@@ -110,4 +111,5 @@ def finish(database: Database, task_id: int, ending: Ending) -> bool:
         return finish_task(session, task_id, state=ending.state, now=ended_at,
                            exit_code=ending.exit_code, error=ending.error,
                            gpu_seconds=gpu_seconds, peak_memory_bytes=peak,
-                           from_states=ACTIVE_TASK_STATES, released_at=now_s())
+                           from_states=ACTIVE_TASK_STATES, released_at=now_s(),
+                           timed_out=ending.timed_out)

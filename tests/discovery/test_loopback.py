@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.api.discovery import DiscoveryOutcome
+from fleet.services.discovery import DiscoveryOutcome
 from fleet.discovery.browse import DiscoverySession, select_interfaces
 from fleet.inventory import Inventory
 from fleet.service import Fleet, open_database

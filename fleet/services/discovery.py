@@ -1,4 +1,4 @@
-"""The discovery part of the public `Fleet` service API (mixed into fleet.service.Fleet).
+"""Discovery: browse mDNS for candidate hosts, list them, and adopt them into the managed set.
 
     async with fleet.open() as f:
         found = await f.discover(timeout=3, interfaces=["eth1"])
@@ -16,24 +16,20 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from fleet.discovery import ADOPTED_SPEC_SOURCE
-from fleet.errors import ConfigError, StorageError
+from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.candidates import CandidateRow
-    from db.engine import Database
+    from fleet.context import FleetContext
     from fleet.discovery.adopt import AdoptResult, AdoptTarget
     from fleet.discovery.autoadopt import AutoAdoptPolicy, DiscoverySettings
     from fleet.discovery.browse import DiscoveredService, DiscoveryEvent
     from fleet.discovery.candidates import CandidateView, KnownHost
-    from fleet.inventory import Inventory
     from fleet.model import HostSpec
-    from fleet.ssh.options import SshOptions
 
 T = TypeVar("T")
-ADOPTED_GROUP = "adopted"
 
 
 @dataclass(frozen=True)
@@ -47,12 +43,11 @@ class DiscoveryOutcome:
     refused: tuple[str, ...] = ()
 
 
-class DiscoveryAPI:
-    """Discovery operations of the Fleet service; state lives on the Fleet instance."""
+class DiscoveryService:
+    """mDNS candidates and adoption; adopted hosts join the context's managed set."""
 
-    database: Database
-    inventory: Inventory
-    ssh_options: SshOptions
+    def __init__(self, context: FleetContext) -> None:
+        self.context = context
 
     # -- settings and the host list --------------------------------------------------------
 
@@ -60,35 +55,7 @@ class DiscoveryAPI:
         """The inventory's `settings.discovery` section, validated."""
         from fleet.discovery.autoadopt import discovery_settings
 
-        return discovery_settings(self.inventory)
-
-    def adopted_hosts(self) -> tuple[HostSpec, ...]:
-        """Hosts adopted into the database that the inventory does not list."""
-        from db.hosts import list_hosts
-        from fleet.model import HostSpec
-
-        rows = self._discovery_db("list adopted hosts", list_hosts)
-        in_inventory = {spec.key for spec in self.inventory.hosts}
-        names = {spec.name for spec in self.inventory.hosts}
-        return tuple(
-            HostSpec(name=row.name, address=row.address, port=row.port, user=row.user,
-                     source=ADOPTED_SPEC_SOURCE, groups=(ADOPTED_GROUP,),
-                     labels=(("fleet.source", "adopted"),))
-            for row in rows
-            if row.source == "adopted" and (row.address, row.port) not in in_inventory
-            and row.name not in names
-        )
-
-    def inventory_with_adopted(self) -> Inventory:
-        """The inventory plus adopted hosts (group `adopted`): what fleet manages."""
-        adopted = self.adopted_hosts()
-        if not adopted:
-            return self.inventory
-        groups = dict(self.inventory.groups)
-        groups[ADOPTED_GROUP] = tuple(
-            dict.fromkeys([*groups.get(ADOPTED_GROUP, ()), *(spec.name for spec in adopted)]))
-        return dataclasses.replace(self.inventory, hosts=(*self.inventory.hosts, *adopted),
-                                   groups=groups)
+        return discovery_settings(self.context.inventory)
 
     def known_endpoints(self) -> dict[tuple[str, int], KnownHost]:
         """(address, port) → name and source of every host in the inventory or the database."""
@@ -97,7 +64,7 @@ class DiscoveryAPI:
 
         known = {(row.address, row.port): KnownHost(row.name, row.source)
                  for row in self._discovery_db("list hosts", list_hosts)}
-        for spec in self.inventory.hosts:
+        for spec in self.context.inventory.hosts:
             if spec.connection == "ssh":
                 known[spec.key] = KnownHost(spec.name, "inventory")
         return known
@@ -203,22 +170,28 @@ class DiscoveryAPI:
     # -- adoption --------------------------------------------------------------------------
 
     async def adopt(self, target: str, *, accept_new: bool = False,
+                    expected_fingerprint: str | None = None,
                     inventory_append: bool = False, name: str | None = None,
                     user: str | None = None, auto: bool = False) -> AdoptResult:
         """Verify and pin the host key of a candidate (NAME or ADDR[:PORT]) and manage it.
 
-        Raises HostKeyRejected (unknown key without accept_new, changed, revoked, spoofed),
-        HostUnreachable, or ConfigError (unknown/ambiguous candidate, name taken).
+        `expected_fingerprint` is the SHA256 fingerprint the operator confirmed: the key is
+        pinned only if the host presents exactly that one (no `accept_new` needed). Raises
+        HostKeyRejected (unknown key without accept_new, changed, revoked, spoofed, not the
+        confirmed key), HostUnreachable, or ConfigError (unknown/ambiguous candidate, name
+        taken). The result's `name` (and `spec`) is the managed host's name.
         """
         from fleet.discovery.adopt import resolve_target
 
         views = await self.discovered_hosts()
         return await self._adopt_target(resolve_target(target, views, name=name),
                                         accept_new=accept_new, inventory_append=inventory_append,
-                                        user=user, auto=auto)
+                                        user=user, auto=auto,
+                                        expected_fingerprint=expected_fingerprint)
 
     async def _adopt_target(self, target: AdoptTarget, *, accept_new: bool,
-                            inventory_append: bool, user: str | None, auto: bool) -> AdoptResult:
+                            inventory_append: bool, user: str | None, auto: bool,
+                            expected_fingerprint: str | None = None) -> AdoptResult:
         from fleet.discovery.adopt import (
             AdoptResult,
             adopted_spec,
@@ -236,10 +209,11 @@ class DiscoveryAPI:
                      if host.name.casefold() == target.name.casefold()
                      and key != (target.address, target.port)]
         check = await verify_host_key(
-            spec, self.ssh_options, accept_new=accept_new, same_name_hosts=same_name,
-            before_pin=None if existing else lambda: check_name_free(target, known))
+            spec, self.context.ssh_options, accept_new=accept_new, same_name_hosts=same_name,
+            before_pin=None if existing else lambda: check_name_free(target, known),
+            expected_fingerprint=expected_fingerprint)
         line: int | None = None
-        path = self.inventory.path
+        path = self.context.inventory.path
         if inventory_append and existing is None:
             if path is None:
                 raise ConfigError("--inventory-append: there is no inventory file; pass "
@@ -253,6 +227,7 @@ class DiscoveryAPI:
         if existing is None or existing.source == "adopted":
             await asyncio.to_thread(self._discovery_db, "store adopted host",
                                     lambda db: _store_adoption(db, spec, target, result))
+            self.context.hosts.changed()
         return result
 
     async def _auto_adopt(self, policy: AutoAdoptPolicy, views: Sequence[CandidateView]) -> \
@@ -280,16 +255,7 @@ class DiscoveryAPI:
 
     def _discovery_db(self, action: str, work: Callable[[Session], T]) -> T:
         """Run `work` in one database session; database failures become StorageError."""
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from db.errors import DatabaseError
-
-        try:
-            with self.database.session() as session:
-                return work(session)
-        except (SQLAlchemyError, DatabaseError) as exc:
-            raise StorageError(f"cannot {action} in {self.database.display_url}: {exc}") \
-                from exc
+        return self.context.in_session(action, work)
 
 
 def _all_candidates(session: Session) -> list[CandidateRow]:

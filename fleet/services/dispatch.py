@@ -1,4 +1,4 @@
-"""The dispatch part of the public `Fleet` service API (mixed into fleet.service.Fleet).
+"""Tasks: submit, run and follow, cancel, list, reconcile, and fan-out commands on hosts.
 
     from fleet.dispatch.lifecycle import DispatchRequest
     from fleet.placement.request import PlacementRequest
@@ -6,54 +6,55 @@
     async with fleet.open() as f:
         request = DispatchRequest(Path("train.py"), PlacementRequest(gpus=2), args=("--lr", "3e-4"))
         started, ending = await f.dispatch(request, on_output=sys.stdout.buffer.write)
-        print(started.task_id, ending.state, ending.exit_code)
+        print(started.task_id, ending.state, ending.exit_code, ending.timed_out)
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from fleet.errors import DispatchError
+from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
-    from db.engine import Database
+    from sqlalchemy.orm import Session
+
     from db.tasks import TaskRow
+    from fleet.context import FleetContext
     from fleet.dispatch.fanout_run import HostRunResult, RunCommand, RunProgress
     from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
     from fleet.dispatch.reconcile import ReconcileReport
     from fleet.dispatch.records import Ending
-    from fleet.inventory import Inventory
-    from fleet.service import Fleet
-    from fleet.ssh.options import SshOptions
+    from fleet.services.placement import PlacementService
 
 OutputCallback = Callable[[bytes], None]
 
 
-class DispatchAPI:
-    """Dispatch operations of the Fleet service; state lives on the Fleet instance."""
+class DispatchService:
+    """Remote tasks from submission to their recorded end."""
 
-    database: Database
-    inventory: Inventory
-    ssh_options: SshOptions
+    def __init__(self, context: FleetContext, placement: PlacementService) -> None:
+        self.context = context
+        self.placement = placement
 
-    def _fleet(self) -> Fleet:
-        from fleet.service import Fleet
-
-        assert isinstance(self, Fleet)
-        return self
+    def _errors(self, action: str) -> AbstractContextManager[None]:
+        return storage_errors(action, self.context.database.url)
 
     async def submit(self, request: DispatchRequest, *,
                      on_wait: Callable[[str], None] | None = None) -> StartedTask:
         """Record, place and claim (or queue with request.wait), and start a task; don't follow.
 
-        Raises NoPlacement (exit 7) when nothing fits, ConfigError for bad input, DispatchError
-        or a HostError when it cannot start (the task is then recorded failed, GPUs released).
+        Raises NoPlacement (exit 7) when nothing fits, ConfigError for bad input (before any
+        task row is written), DispatchError or a HostError when it cannot start (the task is
+        then recorded failed, GPUs released).
         """
         from fleet.dispatch.lifecycle import submit
 
-        started, host = await submit(self._fleet(), request, on_wait=on_wait)
+        with self._errors("submit the task"):
+            started, host = await submit(self.context, self.placement, request, on_wait=on_wait)
         host.close()
         return started
 
@@ -75,13 +76,14 @@ class DispatchAPI:
         from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.lifecycle import attend, submit, unless_stopped
 
-        started, host = await unless_stopped(submit(self._fleet(), request, on_wait=on_wait),
-                                             stop)
-        if on_started is not None:
-            on_started(started)
-        ending = await attend(self._fleet(), started, host, on_output=on_output, stop=stop,
-                              grace_s=request.grace_s,
-                              lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+        with self._errors("dispatch the task"):
+            started, host = await unless_stopped(
+                submit(self.context, self.placement, request, on_wait=on_wait), stop)
+            if on_started is not None:
+                on_started(started)
+            ending = await attend(self.context, started, host, on_output=on_output, stop=stop,
+                                  grace_s=request.grace_s,
+                                  lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
         assert ending is not None  # attend only detaches when asked to
         return started, ending
 
@@ -100,9 +102,9 @@ class DispatchAPI:
             if follow and not row.is_final:
                 raise DispatchError(f"task {task_id} has not started yet ({row.state})")
             return row
-        spec = host_spec(self._fleet(), row.host)
+        spec = host_spec(self.context, row.host)
         if not follow or row.is_final:
-            link = HostLink(spec, self.ssh_options)
+            link = HostLink(spec, self.context.ssh_options)
             try:
                 await LogReader(row.remote_dir).drain(await link.get(), on_output)
             finally:
@@ -111,33 +113,35 @@ class DispatchAPI:
         started = StartedTask(task_id=row.id, host=spec, task_dir=row.remote_dir,
                               pgid=row.remote_pid, gpu_uuids=(), started_at=row.started_at or 0,
                               timeout_s=row.constraints.get("timeout_s"))
-        await attend(self._fleet(), started, None, on_output=on_output, stop=stop,
-                     lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S, detach_on_stop=True)
+        with self._errors("follow the task"):
+            await attend(self.context, started, None, on_output=on_output, stop=stop,
+                         lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S, detach_on_stop=True)
         return await self.task(task_id)
 
     async def cancel(self, task_id: int, *, grace_s: float = 10.0) -> TaskRow:
         """Cancel a task: dequeue it, or SIGTERM its process group (SIGKILL after `grace_s`)."""
         from fleet.dispatch.cancel import cancel_task
 
-        await cancel_task(self._fleet(), task_id, grace_s=grace_s)
+        with self._errors("cancel the task"):
+            await cancel_task(self.context, task_id, grace_s=grace_s)
         return await self.task(task_id)
 
     async def task(self, task_id: int) -> TaskRow:
-        """One task as stored; DispatchError if there is none."""
+        """One task as stored; ConfigError (exit 2) naming it if there is none."""
         from fleet.dispatch.records import load
 
-        return await asyncio.to_thread(load, self.database, task_id)
+        database = self.context.database
+        return await self.context.call("read the task", lambda: load(database, task_id))
 
     async def tasks(self, *, states: Sequence[str] | None = None, limit: int | None = None,
                     since: int | None = None) -> list[TaskRow]:
         """Tasks, oldest first (optionally in `states`, submitted since, the newest `limit`)."""
         from db.tasks import list_tasks
 
-        def load() -> list[TaskRow]:
-            with self.database.session() as session:
-                return list_tasks(session, states=states, limit=limit, since=since)
+        def load(session: Session) -> list[TaskRow]:
+            return list_tasks(session, states=states, limit=limit, since=since)
 
-        return await asyncio.to_thread(load)
+        return await self.context.read("list tasks", load)
 
     async def reconcile_tasks(self, *, lost_after_s: float | None = None,
                               check_timeout_s: float | None = None) -> ReconcileReport:
@@ -145,14 +149,19 @@ class DispatchAPI:
         from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.reconcile import DEFAULT_CHECK_TIMEOUT_S, reconcile
 
-        return await reconcile(self._fleet(), lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S,
-                               check_timeout_s=check_timeout_s or DEFAULT_CHECK_TIMEOUT_S)
+        await self.context.hosts.refresh()
+        with self._errors("reconcile tasks"):
+            return await reconcile(self.context,
+                                   lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S,
+                                   check_timeout_s=check_timeout_s or DEFAULT_CHECK_TIMEOUT_S)
 
     async def run_on_hosts(self, command: RunCommand, pattern: str | None = None, *,
                            fanout: int = 64, timeout_s: float = 60.0,
                            progress: RunProgress | None = None) -> list[HostRunResult]:
         """Run a command (or upload and run a script) on every selected host concurrently."""
         from fleet.dispatch.fanout_run import run_on_hosts
+        from fleet.inventory import select_hosts
 
-        return await run_on_hosts(self._fleet().hosts(pattern), command, self.ssh_options,
+        specs = select_hosts(await self.context.hosts.refresh(), pattern)
+        return await run_on_hosts(specs, command, self.context.ssh_options,
                                   fanout=fanout, timeout_s=timeout_s, progress=progress)

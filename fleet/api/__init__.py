@@ -1,1 +1,0 @@
-"""Feature parts of the public Fleet service API, one mixin per feature area."""

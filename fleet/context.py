@@ -1,0 +1,76 @@
+"""What every service shares: the database, the managed hosts, SSH options and the clock.
+
+Services take a `FleetContext` and never the `Fleet` facade, so no service reaches a sibling
+by `getattr` and each one's dependencies are visible in its constructor. Database work goes
+through `read`/`write` (off the event loop, one session, errors mapped at the one edge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from fleet.managed_hosts import ManagedHosts
+from fleet.storage import storage_errors
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from db.engine import Database
+    from fleet.inventory import Inventory
+    from fleet.ssh.options import SshOptions
+
+T = TypeVar("T")
+
+
+class FleetContext:
+    """One fleet session's shared state; create it once per `fleet.open()`.
+
+    The inventory may be given as a loader: it is read on first use, so commands that only
+    read the database (events, history, tasks) neither pay for nor fail on the inventory.
+    """
+
+    def __init__(self, database: Database, inventory: Inventory | Callable[[], Inventory],
+                 ssh_options: SshOptions, *, clock: Callable[[], float] = time.time) -> None:
+        self.database = database
+        self.ssh_options = ssh_options
+        self.clock = clock
+        self._inventory = inventory if not callable(inventory) else None
+        self._load_inventory = inventory if callable(inventory) else None
+        self.hosts = ManagedHosts(lambda: self.inventory, database)
+
+    @property
+    def inventory(self) -> Inventory:
+        """The inventory as loaded (hosts, groups, settings), without adopted hosts."""
+        if self._inventory is None:
+            assert self._load_inventory is not None
+            self._inventory = self._load_inventory()
+        return self._inventory
+
+    def now(self) -> float:
+        """The current epoch time by this context's clock."""
+        return self.clock()
+
+    def in_session(self, action: str, work: Callable[[Session], T]) -> T:
+        """`work(session)` in one committed session, database errors as StorageError."""
+        with storage_errors(action, self.database.url), self.database.session() as session:
+            return work(session)
+
+    def guarded(self, action: str, work: Callable[[], T]) -> T:
+        """`work()` (which opens its own sessions) with database errors as StorageError."""
+        with storage_errors(action, self.database.url):
+            return work()
+
+    async def read(self, action: str, work: Callable[[Session], T]) -> T:
+        """`in_session` off the event loop."""
+        return await asyncio.to_thread(self.in_session, action, work)
+
+    async def write(self, action: str, work: Callable[[Session], T]) -> T:
+        """`in_session` off the event loop, shielded so a cancelled caller still commits."""
+        return await asyncio.shield(asyncio.to_thread(self.in_session, action, work))
+
+    async def call(self, action: str, work: Callable[[], T]) -> T:
+        """`guarded` off the event loop."""
+        return await asyncio.to_thread(self.guarded, action, work)

@@ -1,0 +1,1 @@
+"""Small services over one shared FleetContext; `fleet.service.Fleet` composes them."""
