@@ -291,7 +291,7 @@ async def run_demo_tui(workdir: Path) -> int:
 
 async def run_demo(rounds: int, interval: float) -> int:
     """Start the demo fleet and print `fleet status` every `interval` seconds, `rounds` times."""
-    from fleet.cli.status_view import render_status
+    from fleet.render.status_view import render_status
     from fleet.service import open as open_fleet
 
     workdir = Path(tempfile.mkdtemp(prefix="fleet-demo-"))

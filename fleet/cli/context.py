@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-@dataclass(frozen=True)
+_JSON_AFTER_COMMAND = "fleet.json_after_command"
+
+
+@dataclasses.dataclass(frozen=True)
 class GlobalOptions:
     """Options given before the subcommand (`fleet --db URL --json status`)."""
 
@@ -20,11 +25,34 @@ class GlobalOptions:
 
 
 def global_options(ctx: click.Context) -> GlobalOptions:
-    """The GlobalOptions of the root command."""
+    """The GlobalOptions of the root command; `--json` given after the subcommand counts too."""
     options = ctx.find_object(GlobalOptions)
     if options is None:
-        return GlobalOptions(db_url=None, inventory_path=None, as_json=False)
+        options = GlobalOptions(db_url=None, inventory_path=None, as_json=False)
+    if ctx.meta.get(_JSON_AFTER_COMMAND):
+        options = dataclasses.replace(options, as_json=True)
     return options
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_JSON_AFTER_COMMAND] = True
+
+
+def json_option(command: F) -> F:
+    """Accept `--json` after the subcommand: `fleet status --json` is `fleet --json status`."""
+    option = click.option("--json", is_flag=True, expose_value=False, callback=_remember_json,
+                          help="Print data as JSON on stdout (same as `fleet --json …`).")
+    return option(command)
+
+
+def host_option(help_text: str, *, name: str = "pattern",
+                metavar: str = "PATTERN") -> Callable[[F], F]:
+    """`--hosts` (alias `--host`), the option that selects hosts, as parameter `name`."""
+    return click.option("--hosts", "--host", name, metavar=metavar, help=help_text)
+
+
+HOSTS_HELP = "Comma-separated host names/globs, @group or label:key=value."
 
 
 def echo_json(data: Any) -> None:

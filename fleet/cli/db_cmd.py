@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from fleet.cli.context import echo_json, global_options
-
-EXIT_CHECK_FAILED = 1
+from fleet.cli.context import echo_json, global_options, json_option
+from fleet.render.exit_codes import EXIT_FAILED
 
 
 @click.group("db")
@@ -36,6 +35,7 @@ def _sqlite_url(db_url: str | None) -> str:
 @db_group.command("backup")
 @click.argument("destination", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@json_option
 @click.pass_context
 def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
     """Copy the database to FILE, consistently, even while `fleet monitor` writes to it.
@@ -69,6 +69,7 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
 
 
 @db_group.command("check")
+@json_option
 @click.pass_context
 def db_check(ctx: click.Context) -> int:
     """Verify the database: integrity_check, foreign_key_check and schema version.
@@ -80,6 +81,7 @@ def db_check(ctx: click.Context) -> int:
     Examples:
       fleet db check
       fleet --db /backup/fleet.db db check
+      fleet db check --json | jq .problems
     """
     from db.backup import check_sqlite
     from db.errors import DatabaseError
@@ -100,7 +102,7 @@ def db_check(ctx: click.Context) -> int:
         click.echo(f"{result.path}: {len(result.problems)} problem(s)")
         for problem in result.problems:
             click.echo(f"  {problem}")
-    return 0 if result.ok else EXIT_CHECK_FAILED
+    return 0 if result.ok else EXIT_FAILED
 
 
 @db_group.command("retention")
@@ -108,6 +110,7 @@ def db_check(ctx: click.Context) -> int:
               show_default=True, help="Keep raw samples this many days.")
 @click.option("--rollup-days", type=click.FloatRange(min=0, min_open=True), default=365.0,
               show_default=True, help="Keep 1-minute GPU rollups this many days.")
+@json_option
 @click.pass_context
 def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int:
     """Roll raw GPU samples up into 1-minute buckets and prune old rows, now.

@@ -7,20 +7,21 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options, warn
+from fleet.cli.context import echo_json, global_options, json_option, warn
 from fleet.cli.runner import run_async
+from fleet.cli.signals import stop_on_signals
 
 if TYPE_CHECKING:
-    from fleet.api.discovery import DiscoveryOutcome
     from fleet.discovery.adopt import AdoptResult
     from fleet.discovery.candidates import CandidateView
+    from fleet.services.discovery import DiscoveryOutcome
 
 _INTERFACE_HELP = ("Interface to use: an IP address or an interface name (repeatable) "
                    "[default: settings.discovery.interfaces, else every interface].")
 
 
 def _render_views(views: Sequence[CandidateView]) -> str:
-    from fleet.cli.table import Column, render_table
+    from fleet.render.table import Column, render_table
 
     columns = [Column("NAME", max_width=32), Column("ENDPOINT", max_width=48),
                Column("STATE"), Column("GPUS", ">"), Column("MODEL", max_width=32),
@@ -64,6 +65,7 @@ def _adopt_line(result: AdoptResult) -> str:
                    "_sftp-ssh._tcp, _fleet._tcp, _gpu-sd._tcp, _net-sd._tcp, _hwgpus._tcp].")
 @click.option("--no-record", is_flag=True,
               help="Do not store candidates (and never auto-adopt).")
+@json_option
 @click.pass_context
 def discover(ctx: click.Context, timeout: str, interfaces: tuple[str, ...], session: str | None,
              service_types: tuple[str, ...], no_record: bool) -> int:
@@ -78,7 +80,7 @@ def discover(ctx: click.Context, timeout: str, interfaces: tuple[str, ...], sess
     Examples:
       fleet discover
       fleet discover --interface eth1 --timeout 5s --session lab-a
-      fleet --json discover | jq '.hosts[] | select(.state == "new")'
+      fleet discover --json | jq '.hosts[] | select(.state == "new")'
     """
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
@@ -116,6 +118,7 @@ def discover(ctx: click.Context, timeout: str, interfaces: tuple[str, ...], sess
 @click.command()
 @click.option("--session", metavar="NAME", help="Only hosts announcing this session.")
 @click.option("--all", "include_gone", is_flag=True, help="Include hosts that are gone.")
+@json_option
 @click.pass_context
 def candidates(ctx: click.Context, session: str | None, include_gone: bool) -> int:
     """List the hosts discovery has recorded (no network traffic).
@@ -152,6 +155,7 @@ def candidates(ctx: click.Context, session: str | None, include_gone: bool) -> i
               help="Also add the host to the inventory file (its comments are kept).")
 @click.option("--name", metavar="NAME", help="Name for the host [default: announced name].")
 @click.option("--user", metavar="USER", help="Login user [default: ssh config, else yours].")
+@json_option
 @click.pass_context
 def adopt(ctx: click.Context, target: str, accept_new: bool, inventory_append: bool,
           name: str | None, user: str | None) -> int:
@@ -198,6 +202,7 @@ def adopt(ctx: click.Context, target: str, accept_new: bool, inventory_append: b
               help="How often to re-probe the GPUs and update the record if they changed.")
 @click.option("--duration", metavar="DURATION",
               help="Stop (with goodbye packets) after this long [default: until SIGINT/TERM].")
+@json_option
 @click.pass_context
 def announce(ctx: click.Context, session: str | None, interfaces: tuple[str, ...], hwsd: bool,
              ssh_port: int, name: str | None, interval: str, duration: str | None) -> int:
@@ -214,7 +219,6 @@ def announce(ctx: click.Context, session: str | None, interfaces: tuple[str, ...
       fleet announce --interface eth1 --hwsd --ssh-port 2222
     """
     import asyncio
-    import signal
     import socket
 
     from fleet.discovery.announce import AnnounceConfig, run_announcer
@@ -238,13 +242,10 @@ def announce(ctx: click.Context, session: str | None, interfaces: tuple[str, ...
                            f"{config.interfaces.describe()}: {pairs}")
 
     async def run() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        if stop_after is not None:
-            loop.call_later(stop_after, stop.set)
-        return await run_announcer(config, stop, on_publish=published)
+        async with stop_on_signals() as stop:
+            if stop_after is not None:
+                asyncio.get_running_loop().call_later(stop_after, stop.set)
+            return await run_announcer(config, stop, on_publish=published)
 
     run_async(run)
     click.echo("withdrawn", err=True)

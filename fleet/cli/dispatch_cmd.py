@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
 from fleet.cli.runner import run_async
+from fleet.cli.signals import stop_on_signals
+from fleet.cli.task_output import exit_code_of, say, write_output
 
 if TYPE_CHECKING:
     from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
-    from fleet.dispatch.records import Ending
     from fleet.service import Fleet
-
-EXIT_TIMED_OUT = 124
-EXIT_CANCELLED = 130
-
-
-def say(message: str) -> None:
-    click.echo(f"fleet: {message}", err=True)
-
-
-def write_output(data: bytes, *, to_stderr: bool = False) -> None:
-    stream = sys.stderr.buffer if to_stderr else sys.stdout.buffer
-    stream.write(data)
-    stream.flush()
-
-
-def exit_code_of(ending: Ending) -> int:
-    """The exit code `fleet dispatch` (and `fleet logs -f`) returns for a task's end."""
-    from fleet.errors import DispatchError
-
-    if ending.state == "lost":
-        raise DispatchError(f"task lost: {ending.error}")
-    if ending.state == "cancelled":
-        return EXIT_CANCELLED
-    if ending.error is not None and ending.error.startswith("timed out"):
-        return EXIT_TIMED_OUT
-    return ending.exit_code if ending.exit_code is not None else 1
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -72,6 +46,7 @@ def exit_code_of(ending: Ending) -> int:
 @click.option("--lost-after", default="5m", show_default=True, metavar="DURATION",
               envvar="FLEET_LOST_AFTER", help="A task whose host stays unreachable this long "
               "is marked lost [env FLEET_LOST_AFTER].")
+@json_option
 @click.argument("script", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
@@ -129,7 +104,7 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
 async def _dry_run(service: Fleet, request: DispatchRequest, explain: bool,
                    as_json: bool) -> int:
     from fleet.errors import NoPlacement
-    from fleet.placement.explain import explain_to_json, render_explain
+    from fleet.render.explain import explain_to_json, render_explain
 
     result = await service.place(request.placement)
     if as_json:
@@ -144,7 +119,7 @@ async def _dry_run(service: Fleet, request: DispatchRequest, explain: bool,
 def _started_message(started: StartedTask, explain: bool) -> None:
     claim = started.claim
     if explain and claim is not None and claim.placement is not None:
-        from fleet.placement.explain import render_explain
+        from fleet.render.explain import render_explain
 
         click.echo(render_explain(claim.placement), err=True)
     indices = ",".join(str(i) for i in claim.gpu_indices) if claim is not None else "?"
@@ -154,9 +129,6 @@ def _started_message(started: StartedTask, explain: bool) -> None:
 
 async def _run(service: Fleet, request: DispatchRequest, *, detach: bool, explain: bool,
                as_json: bool, lost_after_s: float) -> int:
-    import asyncio
-    import signal
-
     from fleet.errors import NoPlacement
 
     try:
@@ -169,34 +141,28 @@ async def _run(service: Fleet, request: DispatchRequest, *, detach: bool, explai
             else:
                 click.echo(started.task_id)
             return 0
-        stop = asyncio.Event()
 
-        def on_signal() -> None:
-            if not stop.is_set():
+        def on_signal(count: int) -> None:
+            if count == 1:
                 say(f"cancelling (SIGTERM, SIGKILL after {request.grace_s:g}s)…")
-                stop.set()
+            else:
+                say("already cancelling; the task is stopped within the grace period")
 
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, on_signal)
-        try:
+        async with stop_on_signals(on_signal) as stop:
             started, ending = await service.dispatch(
                 request, on_output=lambda data: write_output(data, to_stderr=as_json),
                 on_wait=say, on_started=lambda s: _started_message(s, explain),
                 stop=stop, lost_after_s=lost_after_s)
-        finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
     except NoPlacement as exc:
         if explain and exc.explanation:
             click.echo(exc.explanation, err=True)
         raise
     if as_json:
-        row = await service.task(started.task_id)
-        from fleet.cli.tasks_cmd import task_to_json
+        from fleet.render.tasks import task_to_json
 
+        row = await service.task(started.task_id)
         echo_json(task_to_json(row))
     else:
         detail = f" ({ending.error})" if ending.error and ending.state != "succeeded" else ""
         say(f"task {started.task_id} {ending.state}{detail}")
-    return exit_code_of(ending)
+    return exit_code_of(ending.state, ending.exit_code, ending.error)

@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.runner import run_async
+
+if TYPE_CHECKING:
+    from fleet.health.drain import DrainOutcome
 
 
 def _apply(ctx: click.Context, target: str, drained: bool, reason: str | None) -> int:
-    import getpass
-    import time
-
-    from db.errors import DatabaseError
-    from fleet.errors import StorageError
-    from fleet.health.drain import set_drain
-    from fleet.service import open_database
+    from fleet.service import open as open_fleet
 
     options = global_options(ctx)
-    by = getpass.getuser()
-    database = open_database(options.db_url)
-    try:
-        with database.session() as session:
-            outcome = set_drain(session, target, drained=drained, reason=reason, by=by,
-                                now=time.time())
-    except DatabaseError as exc:
-        raise StorageError(f"database error: {exc}") from exc
-    finally:
-        database.close()
+
+    async def run() -> DrainOutcome:
+        async with open_fleet(options.db_url, options.inventory_path) as service:
+            if drained:
+                return await service.drain(target, reason)
+            return await service.undrain(target)
+
+    outcome = run_async(run)
     if options.as_json:
         echo_json({"target": outcome.target, "host": outcome.host, "gpu": outcome.gpu_index,
                    "drained": outcome.drained, "changed": outcome.changed,
@@ -44,6 +42,7 @@ def _apply(ctx: click.Context, target: str, drained: bool, reason: str | None) -
 @click.command()
 @click.argument("target", metavar="HOST[:GPU]")
 @click.option("--reason", metavar="TEXT", help="Why (shown in `fleet hosts`, events, the TUI).")
+@json_option
 @click.pass_context
 def drain(ctx: click.Context, target: str, reason: str | None) -> int:
     """Keep new work off a host, or one GPU (HOST:INDEX or a GPU UUID).
@@ -55,13 +54,14 @@ def drain(ctx: click.Context, target: str, reason: str | None) -> int:
     Examples:
       fleet drain gpu07 --reason "fan replacement"
       fleet drain gpu07:3 --reason "ECC errors, RMA pending"
-      fleet --json drain GPU-8f2c1d7e-... --reason flaky
+      fleet drain --json GPU-8f2c1d7e-... --reason flaky
     """
     return _apply(ctx, target, True, reason)
 
 
 @click.command()
 @click.argument("target", metavar="HOST[:GPU]")
+@json_option
 @click.pass_context
 def undrain(ctx: click.Context, target: str) -> int:
     """Allow new work on a drained host or GPU again.

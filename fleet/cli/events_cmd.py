@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, host_option, json_option
+from fleet.cli.runner import run_async
 
 if TYPE_CHECKING:
     from db.event_queries import EventView
+    from db.types import Severity
 
 SEVERITY_CHOICES = ("info", "warning", "error", "critical")
 
@@ -21,10 +23,11 @@ SEVERITY_CHOICES = ("info", "warning", "error", "critical")
 @click.option("--until", default=None, metavar="TIME", help="End time [default: now].")
 @click.option("--severity", type=click.Choice(SEVERITY_CHOICES), default=None,
               help="This severity and worse.")
-@click.option("--host", metavar="NAME", help="Only events about this host.")
+@host_option("Only events about this host.", name="host", metavar="NAME")
 @click.option("--kind", metavar="KIND", help="Event kind, or a glob like 'gpu_*'.")
 @click.option("--limit", type=click.IntRange(1), default=100, show_default=True, metavar="N",
               help="At most the newest N events.")
+@json_option
 @click.pass_context
 def events(ctx: click.Context, since: str, until: str | None, severity: str | None,
            host: str | None, kind: str | None, limit: int) -> int:
@@ -38,10 +41,13 @@ def events(ctx: click.Context, since: str, until: str | None, severity: str | No
     Examples:
       fleet events
       fleet events --since 7d --severity warning
-      fleet events --host gpu07 --kind 'gpu_*' --limit 20
-      fleet --json events --since 1h | jq '.events[].message'
+      fleet events --hosts gpu07 --kind 'gpu_*' --limit 20
+      fleet events --since 1h --json | jq '.events[].message'
     """
+    from typing import cast
+
     from fleet.errors import ConfigError
+    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_time
 
     options = global_options(ctx)
@@ -50,35 +56,19 @@ def events(ctx: click.Context, since: str, until: str | None, severity: str | No
     until_epoch = None if until is None else parse_time(until, now=now, what="--until")
     if until_epoch is not None and until_epoch < since_epoch:
         raise ConfigError(f"--until ({until}) is before --since ({since})")
-    rows = _load(options.db_url, since_epoch, until_epoch, severity, host, kind, limit)
+
+    async def run() -> list[EventView]:
+        async with open_fleet(options.db_url, options.inventory_path) as service:
+            return await service.events(
+                since=int(since_epoch), until=None if until_epoch is None else int(until_epoch) + 1,
+                severity=cast("Severity | None", severity), host=host, kind=kind, limit=limit)
+
+    rows = run_async(run)
     if options.as_json:
         echo_json({"since": since_epoch, "until": until_epoch, "events": [_dict(r) for r in rows]})
     else:
         click.echo(_table(rows))
     return 0
-
-
-def _load(url: str | None, since: float, until: float | None, severity: str | None,
-          host: str | None, kind: str | None, limit: int) -> list[EventView]:
-    from typing import cast
-
-    from db.errors import DatabaseError
-    from db.event_queries import find_events
-    from db.types import Severity
-    from fleet.errors import StorageError
-    from fleet.service import open_database
-
-    database = open_database(url)
-    try:
-        with database.session() as session:
-            return find_events(session, since=int(since),
-                               until=None if until is None else int(until) + 1,
-                               severity=cast(Severity | None, severity), host=host, kind=kind,
-                               limit=limit)
-    except DatabaseError as exc:
-        raise StorageError(f"database error: {exc}") from exc
-    finally:
-        database.close()
 
 
 def _dict(row: EventView) -> dict[str, Any]:
@@ -88,7 +78,7 @@ def _dict(row: EventView) -> dict[str, Any]:
 
 
 def _table(rows: list[EventView]) -> str:
-    from fleet.cli.table import Column, render_table
+    from fleet.render.table import Column, render_table
     from fleet.timeparse import format_time
 
     if not rows:

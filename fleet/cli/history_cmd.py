@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, host_option, json_option
 from fleet.cli.history_hosts_cmd import history_hosts
 from fleet.cli.runner import run_async
 
@@ -27,7 +25,7 @@ history.add_command(history_hosts)
 
 
 @history.command("gpus")
-@click.option("--host", metavar="NAME", help="Only this host's GPUs.")
+@host_option("Only this host's GPUs.", name="host", metavar="NAME")
 @click.option("--gpu", metavar="UUID|HOST:IDX", help="Only this GPU.")
 @click.option("--since", default="1h", show_default=True, metavar="TIME",
               help="Start: a duration ago (2h), an ISO time, or epoch seconds.")
@@ -37,17 +35,21 @@ history.add_command(history_hosts)
 @click.option("--limit", type=click.IntRange(1), metavar="N", help="At most N rows.")
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
               default=None, help="Output format [default: table, or json with --json].")
+@json_option
 @click.pass_context
 def history_gpus(ctx: click.Context, host: str | None, gpu: str | None, since: str, until: str,
                  bucket: str | None, limit: int | None, output_format: str | None) -> int:
     """GPU samples (utilisation, memory, temperature, power) over time.
 
+    Tables show memory in GiB; JSON and CSV keep bytes.
+
     \b
     Examples:
       fleet history gpus --since 2h
-      fleet history gpus --host gpu01 --since 1d --bucket 1h --format csv > gpu01.csv
+      fleet history gpus --hosts gpu01 --since 1d --bucket 1h --format csv > gpu01.csv
       fleet history gpus --gpu gpu01:3 --since 2026-11-30T08:00 --until 2026-11-30T12:00
     """
+    from fleet.render.history import render_gpu_history, rows_to_csv
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_range
 
@@ -61,45 +63,11 @@ def history_gpus(ctx: click.Context, host: str | None, gpu: str | None, since: s
 
     points = run_async(run)
     chosen = output_format or ("json" if options.as_json else "table")
-    rows = [_point_dict(point) for point in points]
     if chosen == "json":
         echo_json({"since": since_epoch, "until": until_epoch, "bucket_s": bucket_s,
-                   "points": rows})
+                   "points": [dataclasses.asdict(point) for point in points]})
     elif chosen == "csv":
-        click.echo(_to_csv(rows), nl=False)
+        click.echo(rows_to_csv([dataclasses.asdict(point) for point in points]), nl=False)
     else:
-        click.echo(_to_table(rows))
+        click.echo(render_gpu_history(points))
     return 0
-
-
-def _point_dict(point: GpuHistoryPoint) -> dict[str, Any]:
-    return dataclasses.asdict(point)
-
-
-def _to_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return buffer.getvalue()
-
-
-def _to_table(rows: list[dict[str, Any]]) -> str:
-    from fleet.cli.table import Column, render_table
-    from fleet.timeparse import format_time
-
-    if not rows:
-        return "no samples in that time range"
-    keys = [key for key in rows[0] if key not in ("ts_ms",)]
-    columns = [Column(key.upper(), "<" if key in ("host", "uuid", "name", "time") else ">")
-               for key in ["time", *keys]]
-    table_rows = [[format_time(row["ts_ms"] / 1000), *(_cell(row[key]) for key in keys)]
-                  for row in rows]
-    return render_table(columns, table_rows)
-
-
-def _cell(value: object) -> object:
-    if isinstance(value, float):
-        return f"{value:.1f}"
-    return value

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
 from fleet.cli.runner import run_async
-from fleet.cli.table import Column, render_table
 from fleet.model import HostSpec
+from fleet.render.table import Column, render_table
 
 if TYPE_CHECKING:
     from db.types import HostRow
@@ -43,8 +43,8 @@ def render_hosts(specs: Sequence[HostSpec]) -> str:
 
 
 @click.command()
-@click.option("--hosts", "pattern", metavar="PATTERN",
-              help="Comma-separated host names/globs, @group or label:key=value.")
+@host_option(HOSTS_HELP)
+@json_option
 @click.pass_context
 def hosts(ctx: click.Context, pattern: str | None) -> int:
     """List hosts with their last recorded state (no probing; see `fleet status`).
@@ -53,7 +53,7 @@ def hosts(ctx: click.Context, pattern: str | None) -> int:
     Examples:
       fleet hosts
       fleet hosts --hosts @a100
-      fleet --json hosts
+      fleet hosts --json
     """
     from fleet.service import open as open_fleet
     from fleet.timeparse import format_time

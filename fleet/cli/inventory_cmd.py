@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, json_option
 
 
 @click.group()
@@ -16,6 +16,7 @@ def inventory() -> None:
 
 @inventory.command("check")
 @click.argument("path", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@json_option
 @click.pass_context
 def inventory_check(ctx: click.Context, path: Path | None) -> int:
     """Validate an inventory (fleet or Ansible YAML) and list its hosts.
@@ -25,7 +26,7 @@ def inventory_check(ctx: click.Context, path: Path | None) -> int:
     \b
     Examples:
       fleet inventory check inventory.yaml
-      fleet --json inventory check ~/ansible/hosts.yaml
+      fleet inventory check --json ~/ansible/hosts.yaml
     """
     from fleet.cli.hosts_cmd import host_rows, render_hosts
     from fleet.inventory import load_inventory

@@ -27,13 +27,12 @@ from fleet.cli.status_cmd import status
 from fleet.cli.tasks_cmd import cancel, logs, tasks
 from fleet.cli.tui_cmd import demo, tui
 from fleet.errors import FleetError
-
-EXIT_INTERRUPTED = 130
+from fleet.render.exit_codes import EXIT_INTERRUPTED, render_exit_codes
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(context_settings=CONTEXT_SETTINGS, epilog="\b\nExit codes:\n" + render_exit_codes())
 @click.option(
     "--db",
     "db_url",
@@ -51,7 +50,8 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
     help="Inventory YAML (fleet or Ansible format) [env FLEET_INVENTORY; default "
     "./inventory.yaml, then ~/.config/fleet/inventory.yaml, else the local machine only].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print data as JSON on stdout.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print data as JSON on stdout (also accepted after the command).")
 @click.version_option(__version__, "--version", "-V", prog_name="fleet")
 @click.pass_context
 def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_json: bool) -> None:
@@ -60,7 +60,7 @@ def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_
     \b
     Examples:
       fleet status                         probe every host in the inventory
-      fleet --json status --hosts 'gpu*'   machine-readable, a subset of hosts
+      fleet status --hosts 'gpu*' --json   machine-readable, a subset of hosts
       fleet history gpus --since 2h --bucket 5m
     """
     ctx.obj = GlobalOptions(db_url=db_url, inventory_path=inventory_path, as_json=as_json)
@@ -98,8 +98,14 @@ def main(argv: list[str] | None = None) -> int:
         result = cli.main(args=argv, prog_name="fleet", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group given no subcommand prints its help
+        return int(exc.exit_code)
+    except click.UsageError as exc:
+        _show_usage_error(exc)
+        return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"fleet: error: {exc.format_message()}", err=True)
         return int(exc.exit_code)
     except click.Abort:
         click.echo("fleet: interrupted", err=True)
@@ -111,6 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("fleet: interrupted", err=True)
         return EXIT_INTERRUPTED
     return result if isinstance(result, int) else 0
+
+
+def _show_usage_error(exc: click.UsageError) -> None:
+    """`fleet: error: MESSAGE` like every other error, then the usage line and where help is."""
+    click.echo(f"fleet: error: {exc.format_message()}", err=True)
+    if exc.ctx is not None:
+        click.echo(exc.ctx.get_usage(), err=True)
+        click.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import global_options
+from fleet.cli.context import HOSTS_HELP, global_options, host_option, json_option
 from fleet.cli.runner import run_async
+from fleet.cli.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from fleet.monitor.config import Settings
@@ -20,8 +21,7 @@ LOG_BACKUPS = 5
 
 
 @click.command()
-@click.option("--hosts", "pattern", metavar="PATTERN",
-              help="Comma-separated host names/globs, @group or label:key=value.")
+@host_option(HOSTS_HELP)
 @click.option("--interval", metavar="DURATION",
               help="Seconds between readings of each host [settings: monitor.interval, 1s].")
 @click.option("-q", "--quiet", is_flag=True, help="No per-interval summary line.")
@@ -31,6 +31,7 @@ LOG_BACKUPS = 5
               help="Serve /status (JSON) and /metrics (Prometheus) on ADDR:PORT (loopback).")
 @click.option("--accept-new", is_flag=True,
               help="Pin the host key of hosts seen for the first time (trust on first use).")
+@json_option
 @click.pass_context
 def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet: bool,
             log_file: Path | None, http_address: str | None, accept_new: bool) -> int:
@@ -63,9 +64,6 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
             click.echo(line.line())
 
     async def run() -> None:
-        import asyncio
-        import signal
-
         from fleet.service import open as open_fleet
 
         async with open_fleet(options.db_url, options.inventory_path,
@@ -73,30 +71,26 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
             settings = service.monitor_settings()
             if seconds is not None:
                 settings = _with_interval(settings, seconds)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, stop.set)
             server = None
-            monitor = await service.start_monitor(pattern, settings=settings, on_summary=summary)
-            try:
-                if http_address is not None:
-                    from fleet.health.http import parse_listen_address, start_status_server
+            async with stop_on_signals() as stop:
+                monitor = await service.start_monitor(pattern, settings=settings,
+                                                      on_summary=summary)
+                try:
+                    if http_address is not None:
+                        from fleet.health.http import parse_listen_address, start_status_server
 
-                    host, port = parse_listen_address(http_address)
-                    server = await start_status_server(host, port, snapshot=monitor.snapshot)
-                    bound = server.sockets[0].getsockname()
-                    click.echo(f"fleet: serving /status and /metrics on "
-                               f"http://{bound[0]}:{bound[1]}", err=True)
-                click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
-                           f"{settings.monitor.interval:g}s (Ctrl-C to stop)", err=True)
-                await stop.wait()
-            finally:
-                for signum in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(signum)
-                if server is not None:
-                    server.close()
-                await service.stop_monitor()
+                        host, port = parse_listen_address(http_address)
+                        server = await start_status_server(host, port, snapshot=monitor.snapshot)
+                        bound = server.sockets[0].getsockname()
+                        click.echo(f"fleet: serving /status and /metrics on "
+                                   f"http://{bound[0]}:{bound[1]}", err=True)
+                    click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
+                               f"{settings.monitor.interval:g}s (Ctrl-C to stop)", err=True)
+                    await stop.wait()
+                finally:
+                    if server is not None:
+                        server.close()
+                    await service.stop_monitor()
             written = monitor.writer.stats
             click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
                        f"{written.host_samples} host samples written", err=True)
@@ -146,6 +140,7 @@ def config() -> None:
 
 
 @config.command()
+@json_option
 @click.pass_context
 def show(ctx: click.Context) -> None:
     """Print every effective setting with its default, doc and origin.
@@ -157,7 +152,7 @@ def show(ctx: click.Context) -> None:
     \b
     Examples:
       fleet config show
-      fleet --json config show | jq .settings.monitor
+      fleet config show --json | jq .settings.monitor
     """
     from fleet.inventory import default_ssh_config_path, load_inventory
     from fleet.monitor.config import load_settings

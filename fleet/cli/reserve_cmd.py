@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
 from fleet.cli.runner import run_async
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
               help="Why the GPUs are held (shown in `fleet allocations`).")
 @click.option("--explain", is_flag=True,
               help="Also print every candidate GPU's score per factor and every exclusion.")
+@json_option
 @click.pass_context
 def reserve(ctx: click.Context, /, duration: str | None, note: str | None, explain: bool,
             **placement: Any) -> int:
@@ -35,13 +36,13 @@ def reserve(ctx: click.Context, /, duration: str | None, note: str | None, expla
     \b
     Examples:
       fleet reserve --gpus 2 --for 2h --note "debugging NCCL"
-      fleet reserve --host gpu03 --min-free-mem 40G
+      fleet reserve --hosts gpu03 --min-free-mem 40G
       eval "export $(fleet reserve --gpus 1 --for 1h | tail -n 1)"
-      fleet --json reserve --gpus 4 --label rack=b2 | jq -r .cuda_visible_devices
+      fleet reserve --json --gpus 4 --label rack=b2 | jq -r .cuda_visible_devices
     """
     from fleet.cli.placement_options import request_from_options
     from fleet.errors import NoPlacement
-    from fleet.placement.explain import explain_to_json, render_explain
+    from fleet.render.explain import explain_to_json, render_explain
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
@@ -86,6 +87,7 @@ def reserve(ctx: click.Context, /, duration: str | None, note: str | None, expla
 @click.option("--all-mine", is_flag=True, help="Release every reservation you hold.")
 @click.option("--force", is_flag=True,
               help="Also release GPUs held by a task that is still running.")
+@json_option
 @click.pass_context
 def release(ctx: click.Context, allocation_ids: tuple[int, ...], all_mine: bool,
             force: bool) -> int:
@@ -124,6 +126,7 @@ def release(ctx: click.Context, allocation_ids: tuple[int, ...], all_mine: bool,
 
 @click.command()
 @click.option("--all", "show_all", is_flag=True, help="Include released allocations.")
+@json_option
 @click.pass_context
 def allocations(ctx: click.Context, show_all: bool) -> int:
     """List who holds which GPU: tasks and reservations (active ones unless --all).
@@ -133,7 +136,7 @@ def allocations(ctx: click.Context, show_all: bool) -> int:
     \b
     Examples:
       fleet allocations
-      fleet --json allocations --all | jq '.[] | select(.kind == "reservation")'
+      fleet allocations --all --json | jq '.allocations[] | select(.kind == "reservation")'
     """
     from fleet.placement.reservations import allocation_to_json
     from fleet.service import open as open_fleet
@@ -146,14 +149,14 @@ def allocations(ctx: click.Context, show_all: bool) -> int:
 
     rows = run_async(run)
     if options.as_json:
-        echo_json([allocation_to_json(row) for row in rows])
+        echo_json({"allocations": [allocation_to_json(row) for row in rows]})
     else:
         click.echo(_render_allocations(rows, show_all))
     return 0
 
 
 def _render_allocations(rows: list[AllocationDetail], show_all: bool) -> str:
-    from fleet.cli.table import Column, render_table
+    from fleet.render.table import Column, render_table
     from fleet.timeparse import format_time
 
     if not rows:

@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
 from fleet.cli.runner import run_async
+from fleet.render.exit_codes import EXIT_FAILED, EXIT_HOST_FAILED
 
 if TYPE_CHECKING:
     from fleet.dispatch.fanout_run import HostRunResult
-
-EXIT_COMMAND_FAILED = 1
-EXIT_HOST_FAILED = 3
 
 
 def _is_script(word: str) -> bool:
@@ -25,8 +23,7 @@ def _is_script(word: str) -> bool:
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
-@click.option("--hosts", "pattern", metavar="PATTERN",
-              help="Comma-separated host names/globs, @group or label:key=value [default: all].")
+@host_option(f"{HOSTS_HELP} [default: all].")
 @click.option("--fanout", default=64, show_default=True, type=click.IntRange(1, 4096),
               help="How many hosts to run on at once.")
 @click.option("--timeout", default="60s", show_default=True, metavar="DURATION",
@@ -35,6 +32,7 @@ def _is_script(word: str) -> bool:
               "type: .py → the host's python, .sh → bash, +x → itself].")
 @click.option("--shell", "force_shell", is_flag=True,
               help="Treat the first word as a remote command even if a local file has its name.")
+@json_option
 @click.argument("words", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def run(ctx: click.Context, pattern: str | None, fanout: int, timeout: str, python: str | None,
@@ -53,7 +51,7 @@ def run(ctx: click.Context, pattern: str | None, fanout: int, timeout: str, pyth
       fleet run -- nvidia-smi -L
       fleet run --hosts 'gpu*' -- 'df -h /scratch | tail -n 1'
       fleet run --hosts @a100 ./collect_env.py --verbose
-      fleet --json run -- uptime | jq '.hosts[] | select(.exit_status != 0)'
+      fleet run --json -- uptime | jq '.hosts[] | select(.exit_status != 0)'
     """
     from fleet.dispatch.fanout_run import RunCommand, render_folded, results_to_json
     from fleet.service import open as open_fleet
@@ -84,5 +82,5 @@ def run(ctx: click.Context, pattern: str | None, fanout: int, timeout: str, pyth
     if any(result.error is not None and result.exit_status is None for result in results):
         return EXIT_HOST_FAILED
     if any(not result.succeeded for result in results):
-        return EXIT_COMMAND_FAILED
+        return EXIT_FAILED
     return 0

@@ -7,18 +7,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
 from fleet.cli.runner import run_async
+from fleet.render.exit_codes import EXIT_HOST_FAILED
 
 if TYPE_CHECKING:
     from fleet.fanout import HostStatus
 
-EXIT_SOME_HOSTS_FAILED = 3
-
 
 @click.command()
-@click.option("--hosts", "pattern", metavar="PATTERN",
-              help="Comma-separated host names/globs, @group or label:key=value.")
+@host_option(HOSTS_HELP)
 @click.option("--timeout", default="15s", show_default=True, metavar="DURATION",
               help="Deadline per host for connect + probe.")
 @click.option("--accept-new", is_flag=True,
@@ -26,6 +24,7 @@ EXIT_SOME_HOSTS_FAILED = 3
 @click.option("--no-record", is_flag=True, help="Do not write the samples to the database.")
 @click.option("--fanout", default=128, show_default=True, type=click.IntRange(1, 4096),
               help="How many hosts to contact at once.")
+@json_option
 @click.pass_context
 def status(ctx: click.Context, pattern: str | None, timeout: str, accept_new: bool,
            no_record: bool, fanout: int) -> int:
@@ -37,9 +36,9 @@ def status(ctx: click.Context, pattern: str | None, timeout: str, accept_new: bo
     Examples:
       fleet status
       fleet status --hosts 'gpu0*,@a100' --timeout 5s
-      fleet --json status | jq '.hosts[].gpus[].uuid'
+      fleet status --json | jq '.hosts[].gpus[].uuid'
     """
-    from fleet.cli.status_view import render_status, status_to_json
+    from fleet.render.status_view import render_status, status_to_json
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
@@ -63,4 +62,4 @@ def status(ctx: click.Context, pattern: str | None, timeout: str, accept_new: bo
     else:
         click.echo(render_status(statuses))
     failed = [s for s in statuses if not s.is_up]
-    return EXIT_SOME_HOSTS_FAILED if failed else 0
+    return EXIT_HOST_FAILED if failed else 0

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options
+from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.runner import run_async
+from fleet.cli.signals import stop_on_signals
+from fleet.render.exit_codes import EXIT_FAILED
 
 if TYPE_CHECKING:
     from db.tasks import TaskRow
@@ -20,53 +21,6 @@ LOST_AFTER_OPTION = click.option(
     help="A task whose host stays unreachable this long is marked lost [env FLEET_LOST_AFTER].")
 
 
-def task_to_json(row: TaskRow) -> dict[str, Any]:
-    """A task as JSON (times in epoch seconds)."""
-    return {
-        "id": row.id, "name": row.name, "state": row.state, "exit_code": row.exit_code,
-        "host": row.host, "gpus": [gpu.idx for gpu in row.gpus],
-        "gpu_uuids": [gpu.uuid for gpu in row.gpus], "gpus_requested": row.gpus_requested,
-        "owner": row.owner, "priority": row.priority, "script": row.script,
-        "args": list(row.args), "submitted_at": row.submitted_at, "started_at": row.started_at,
-        "ended_at": row.ended_at, "duration_s": _duration(row), "gpu_seconds": row.gpu_seconds,
-        "peak_memory_bytes": row.peak_memory_bytes, "error": row.error,
-        "remote_dir": row.remote_dir, "remote_pid": row.remote_pid,
-    }
-
-
-def _duration(row: TaskRow) -> int | None:
-    if row.started_at is None:
-        return None
-    end = row.ended_at if row.ended_at is not None else int(time.time())
-    return max(end - row.started_at, 0)
-
-
-def _format_duration(seconds: int | None) -> str | None:
-    if seconds is None:
-        return None
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
-
-
-def render_tasks(rows: list[TaskRow]) -> str:
-    from fleet.cli.table import Column, render_table
-    from fleet.timeparse import format_time
-
-    columns = [Column("ID", ">"), Column("NAME", max_width=24), Column("HOST"),
-               Column("GPUS"), Column("STATE"), Column("EXIT", ">"), Column("SUBMITTED"),
-               Column("STARTED"), Column("ENDED"), Column("DURATION", ">"),
-               Column("ERROR", max_width=40)]
-    body = [
-        [row.id, row.name, row.host, ",".join(str(gpu.idx) for gpu in row.gpus) or None,
-         row.state, row.exit_code, format_time(row.submitted_at),
-         format_time(row.started_at), format_time(row.ended_at),
-         _format_duration(_duration(row)), row.error if row.state != "succeeded" else None]
-        for row in rows
-    ]
-    return render_table(columns, body)
-
-
 @click.command()
 @click.option("--state", "states", multiple=True, metavar="STATE",
               type=click.Choice(["queued", "placing", "starting", "running", "succeeded",
@@ -75,6 +29,7 @@ def render_tasks(rows: list[TaskRow]) -> str:
 @click.option("--all", "show_all", is_flag=True,
               help=f"Every task [default: active ones and the last {DEFAULT_RECENT}].")
 @LOST_AFTER_OPTION
+@json_option
 @click.pass_context
 def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, lost_after: str) -> None:
     """List dispatched tasks (like sacct): host, GPUs, state, exit code, times.
@@ -86,8 +41,9 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, lost_afte
     Examples:
       fleet tasks
       fleet tasks --state running --state queued
-      fleet --json tasks --all | jq '.tasks[] | select(.state=="failed")'
+      fleet tasks --all --json | jq '.tasks[] | select(.state=="failed")'
     """
+    from fleet.render.tasks import render_tasks, task_to_json
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
@@ -125,11 +81,7 @@ def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int
       fleet logs 42
       fleet logs -f 42
     """
-    import asyncio
-    import signal
-
-    from fleet.cli.dispatch_cmd import exit_code_of, write_output
-    from fleet.dispatch.records import Ending
+    from fleet.cli.task_output import exit_code_of, write_output
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
@@ -139,26 +91,21 @@ def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int
     async def run() -> TaskRow:
         async with open_fleet(options.db_url, options.inventory_path) as service:
             await service.reconcile_tasks(lost_after_s=lost_after_s)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGINT, stop.set)
-            try:
+            async with stop_on_signals() as stop:
                 return await service.follow(task_id, on_output=write_output, stop=stop,
                                             follow=follow, lost_after_s=lost_after_s)
-            finally:
-                loop.remove_signal_handler(signal.SIGINT)
 
     row = run_async(run)
     if not follow or not row.is_final:
         return 0
-    return exit_code_of(Ending(row.state, row.exit_code, row.error,  # type: ignore[arg-type]
-                               row.ended_at or 0, None))
+    return exit_code_of(row.state, row.exit_code, row.error)
 
 
 @click.command()
 @click.argument("task_ids", type=int, nargs=-1, required=True)
 @click.option("--grace", default="10s", show_default=True, metavar="DURATION",
               help="Between SIGTERM and SIGKILL.")
+@json_option
 @click.pass_context
 def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
     """Cancel tasks: dequeue them, or SIGTERM their process group (SIGKILL after --grace).
@@ -177,25 +124,26 @@ def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
     options = global_options(ctx)
     grace_s = parse_duration(grace, what="--grace")
 
-    async def run() -> list[tuple[int, str]]:
-        outcomes = []
+    async def run() -> list[tuple[int, str | None, str | None]]:
+        outcomes: list[tuple[int, str | None, str | None]] = []
         async with open_fleet(options.db_url, options.inventory_path) as service:
             for task_id in task_ids:
                 try:
                     row = await service.cancel(task_id, grace_s=grace_s)
-                    outcomes.append((task_id, row.state))
+                    outcomes.append((task_id, row.state, None))
                 except (DispatchError, HostError) as exc:
-                    outcomes.append((task_id, f"error: {exc}"))
+                    outcomes.append((task_id, None, str(exc)))
         return outcomes
 
     outcomes = run_async(run)
-    failed = 0
-    for task_id, outcome in outcomes:
-        if outcome.startswith("error: "):
-            failed += 1
-            click.echo(f"fleet: task {task_id}: {outcome[7:]}", err=True)
-        elif not options.as_json:
-            click.echo(f"task {task_id} {outcome}")
+    failed = [(task_id, error) for task_id, _state, error in outcomes if error is not None]
+    for task_id, error in failed:
+        click.echo(f"fleet: task {task_id}: {error}", err=True)
     if options.as_json:
-        echo_json({"tasks": [{"id": task_id, "result": outcome} for task_id, outcome in outcomes]})
-    return 1 if failed else 0
+        echo_json({"tasks": [{"id": task_id, "result": state or f"error: {error}"}
+                             for task_id, state, error in outcomes]})
+    else:
+        for task_id, state, _error in outcomes:
+            if state is not None:
+                click.echo(f"task {task_id} {state}")
+    return EXIT_FAILED if failed else 0

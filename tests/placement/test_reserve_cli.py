@@ -73,7 +73,7 @@ async def test_reserve_release_allocations_end_to_end(
 
     listed = await fleet_cli.run("--json", "allocations")
     assert listed.returncode == 0, listed.stderr
-    rows = listed.json()
+    rows = listed.json()["allocations"]
     assert sorted((row["host"], row["gpu"]) for row in rows) == [
         ("alpha", 0), ("alpha", 1), ("beta", beta_index)]
     assert {row["note"] for row in rows if row["host"] == "alpha"} == {"debugging NCCL"}
@@ -100,7 +100,7 @@ async def test_reserve_release_allocations_end_to_end(
     mine = await fleet_cli.run("--json", "release", "--all-mine")
     assert mine.returncode == 0, mine.stderr
     assert len(mine.json()["released"]) == 2
-    history = (await fleet_cli.run("--json", "allocations", "--all")).json()
+    history = (await fleet_cli.run("--json", "allocations", "--all")).json()["allocations"]
     assert len(history) == 4 and not any(row["active"] for row in history)
     assert {row["release_reason"] for row in history} == {"released by operator"}
     assert (await fleet_cli.run("allocations")).stdout.strip() == "no active allocations"

@@ -1,4 +1,4 @@
-"""Plain-text tables for the CLI: aligned columns, untrusted text neutralised, no colours."""
+"""Plain-text tables: aligned columns, untrusted text neutralised, no colours."""
 
 from __future__ import annotations
 

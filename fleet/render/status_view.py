@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleet.cli.table import Column, format_bytes, format_number, render_table
-from fleet.fanout import HostStatus
-from fleet.model import GpuReport
+from fleet.render.table import Column, format_bytes, format_number, render_table
 from fleet.textsafe import safe_text
+
+if TYPE_CHECKING:
+    from fleet.fanout import HostStatus
+    from fleet.model import GpuReport
 
 GPU_COLUMNS = (
     Column("  GPU", ">"),
@@ -84,7 +86,7 @@ def _gpu_cells(gpu: GpuReport) -> list[object]:
 
 
 def status_to_json(statuses: Sequence[HostStatus]) -> dict[str, Any]:
-    """`fleet --json status` output: one object per host, reports as plain dicts."""
+    """`fleet status --json` output: one object per host, reports as plain dicts."""
     return {
         "hosts": [
             {
