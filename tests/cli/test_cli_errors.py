@@ -30,7 +30,8 @@ async def test_bad_time_arguments_exit_2(fleet_cli: FleetCli) -> None:
 async def test_unknown_option_is_a_usage_error(fleet_cli: FleetCli) -> None:
     result = await fleet_cli.run("status", "--frobnicate")
     assert result.returncode == 2
-    assert "No such option" in result.stderr
+    assert result.stderr.startswith("fleet: error: No such option '--frobnicate'")
+    assert "Usage: fleet status [OPTIONS]" in result.stderr
 
 
 async def test_unwritable_database_is_a_storage_error(fleet_cli: FleetCli) -> None:

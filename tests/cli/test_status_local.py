@@ -129,8 +129,34 @@ async def test_history_filters_by_host_and_gpu(fleet_cli: FleetCli, sim_tools: S
 
     by_gpu = await fleet_cli.run("--json", "history", "gpus", "--gpu", "workstation:2")
     by_uuid = await fleet_cli.run("--json", "history", "gpus", "--gpu", simulated.gpus[0].uuid)
-    other_host = await fleet_cli.run("--json", "history", "gpus", "--host", "elsewhere")
+    by_host = await fleet_cli.run("history", "gpus", "--hosts", "workstation", "--json")
+    by_alias = await fleet_cli.run("history", "gpus", "--host", "workstation", "--json")
+    other_host = await fleet_cli.run("--json", "history", "gpus", "--hosts", "elsewhere")
 
     assert [p["gpu_idx"] for p in by_gpu.json()["points"]] == [2]
     assert [p["uuid"] for p in by_uuid.json()["points"]] == [simulated.gpus[0].uuid]
-    assert other_host.json()["points"] == []
+    assert sorted(p["gpu_idx"] for p in by_host.json()["points"]) == [0, 1, 2]
+    assert by_alias.json()["points"] == by_host.json()["points"]
+    assert other_host.returncode == 2 and other_host.stdout == ""
+    assert "unknown host 'elsewhere'" in other_host.stderr
+
+
+async def test_history_tables_show_memory_in_gib(fleet_cli: FleetCli, sim_tools: SimTools) -> None:
+    simulated = scenarios.busy(2, host="workstation")
+    env = _local_setup(fleet_cli, sim_tools, simulated)
+    assert (await fleet_cli.run("status", env=env)).returncode == 0
+
+    gpus = await fleet_cli.run("history", "gpus", "--since", "10m")
+    hosts = await fleet_cli.run("history", "hosts", "--since", "10m")
+
+    assert gpus.returncode == 0, gpus.stderr
+    header, *rows = gpus.stdout.splitlines()
+    columns = header.split()
+    assert "MEM_USED_GIB" in columns and "MEM_USED_MAX_GIB" in columns
+    used_gib = {f"{gpu.memory_used_bytes / 1024**3:.1f}" for gpu in simulated.gpus}
+    # TIME is two words (date and clock), so each row has one more word than the header.
+    cells = [row.split()[columns.index("MEM_USED_GIB") + 1] for row in rows]
+    assert len(cells) == 2 and set(cells) == used_gib
+    assert str(simulated.gpus[0].memory_used_bytes) not in gpus.stdout
+    assert hosts.returncode == 0, hosts.stderr
+    assert "MEM_AVAIL_MIN_GIB" in hosts.stdout.splitlines()[0]
