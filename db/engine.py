@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,9 +15,15 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.errors import DatabaseError
-from db.migrate import MigrationError, upgrade_to_head
-from db.sqlite import apply_pragmas, prepare_sqlite_file, sqlite_file_path
+from db.errors import DatabaseError, ReadOnlyDatabase
+from db.migrate import MigrationError, current_revision, head_revision, upgrade_to_head
+from db.sqlite import (
+    apply_pragmas,
+    is_read_only_file,
+    prepare_sqlite_file,
+    read_only_url,
+    sqlite_file_path,
+)
 
 DATABASE_URL_ENV = "FLEET_DB"
 
@@ -47,12 +54,17 @@ def _display(url: URL) -> str:
 
 
 class Database:
-    """An open fleet database: its engine, URL and a session factory (expire_on_commit=False)."""
+    """An open fleet database: its engine, URL and a session factory (expire_on_commit=False).
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    `read_only_file` is the SQLite file when it was opened for reading only (this user cannot
+    write it); every write then fails with ReadOnlyDatabase.
+    """
+
+    def __init__(self, engine: Engine, url: str, *, read_only_file: Path | None = None) -> None:
         self.engine = engine
         self.url = url
-        self.display_url = _display(engine.url)
+        self.read_only_file = read_only_file
+        self.display_url = _display(make_url(url)) if read_only_file else _display(engine.url)
         self.sessionmaker: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
 
     @contextmanager
@@ -68,6 +80,8 @@ class Database:
                 session.commit()
             except DBAPIError as exc:
                 session.rollback()
+                if self.read_only_file is not None:
+                    raise read_only_error(self.read_only_file, exc.orig) from exc
                 raise DatabaseError(f"database error on {self.display_url}: {exc.orig}") from exc
             except BaseException:
                 session.rollback()
@@ -92,8 +106,10 @@ class Database:
 def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
     """Open (creating if needed) the database at `url` and bring its schema to the newest version.
 
-    Raises DatabaseError naming the URL when the URL is invalid, the file or its directory cannot
-    be created, the file is not a database, or migrating fails.
+    An existing SQLite file this user cannot write is opened for reading only, unmigrated, if
+    its schema is this code's (see open_read_only). Raises DatabaseError naming the URL when
+    the URL is invalid or its driver is missing, the file or its directory cannot be created,
+    the file is not a database, or migrating fails.
     """
     resolved = resolve_database_url(url)
     try:
@@ -102,6 +118,8 @@ def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
         raise DatabaseError(f"invalid database URL {resolved!r}: {exc}") from exc
     shown = _display(parsed)
     sqlite_path = sqlite_file_path(parsed)
+    if sqlite_path is not None and is_read_only_file(sqlite_path):
+        return open_read_only(sqlite_path, resolved)
     if sqlite_path is not None:
         try:
             prepare_sqlite_file(sqlite_path)
@@ -124,18 +142,81 @@ def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
     return Database(engine, parsed.render_as_string(hide_password=False))
 
 
-def _create_engine(url: URL, shown: str) -> Engine:
+def open_read_only(path: Path, url: str) -> Database:
+    """Open the SQLite file at `path` for reading only: no file created or chmod-ed, no WAL
+    switch, no migration, every write refused.
+
+    Raises DatabaseError when the file cannot be read as a database, and ReadOnlyDatabase when
+    its schema is not the one this code reads (it would need a migration, which is a write).
+    """
+    shown = f"{path} (read-only)"
+    try:
+        engine = _create_engine(read_only_url(path), shown, read_only=True)
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+    except (DBAPIError, sqlite3.Error) as exc:
+        reason = exc.orig if isinstance(exc, DBAPIError) else exc
+        raise DatabaseError(f"cannot read database file {path} (read-only): {reason}") from exc
+    if revision != head_revision():
+        engine.dispose()
+        found = "no fleet schema" if revision is None else f"schema revision {revision}"
+        raise ReadOnlyDatabase(
+            f"database file {path} is read-only for this user and has {found}, but this fleet "
+            f"reads revision {head_revision()}; any fleet command run once by a user who can "
+            "write it (e.g. `fleet db check`) migrates it"
+        )
+    return Database(engine, url, read_only_file=path)
+
+
+def read_only_error(path: Path, reason: object) -> ReadOnlyDatabase:
+    """The error for a write attempted on a database opened read-only."""
+    return ReadOnlyDatabase(
+        f"database file {path} is read-only for this user: fleet can show what it holds but "
+        f"cannot record anything in it ({reason}); use a writable copy (--db FILE) or ask its "
+        "owner"
+    )
+
+
+# What to install when the DBAPI module a URL needs is missing, by module name.
+_DRIVER_HINTS = {
+    "psycopg": "pip install 'fleet[postgresql]' (psycopg 3; URL postgresql+psycopg://USER@HOST/DB)",
+    "psycopg2": "pip install psycopg2-binary, or pip install 'fleet[postgresql]' and write the "
+    "URL as postgresql+psycopg://USER@HOST/DB",
+    "pg8000": "pip install pg8000",
+    "MySQLdb": "pip install pymysql and write the URL as mysql+pymysql://USER:PASSWORD@HOST/DB "
+    "(or pip install mysqlclient for mysql://)",
+    "pymysql": "pip install pymysql",
+    "mysql": "pip install mysql-connector-python",
+    "mariadb": "pip install mariadb",
+}
+
+
+def _missing_driver(exc: ImportError, shown: str) -> DatabaseError:
+    """A DatabaseError saying which package provides the DBAPI module that failed to import."""
+    module = (exc.name or "").split(".")[0]
+    hint = _DRIVER_HINTS.get(module)
+    if hint is None:
+        return DatabaseError(f"cannot use database URL {shown}: {exc}")
+    return DatabaseError(
+        f"cannot use database URL {shown}: its driver module {module!r} is not installed; "
+        f"install it with: {hint}"
+    )
+
+
+def _create_engine(url: URL, shown: str, *, read_only: bool = False) -> Engine:
     """An engine for `url`; SQLite connections get fleet's pragmas as they are opened."""
     is_sqlite = url.get_backend_name() == "sqlite"
     connect_args: dict[str, Any] = {"check_same_thread": False} if is_sqlite else {}
     try:
         engine = create_engine(url, connect_args=connect_args)
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+    except ImportError as exc:
+        raise _missing_driver(exc, shown) from exc
+    except (ArgumentError, NoSuchModuleError) as exc:
         raise DatabaseError(f"cannot use database URL {shown}: {exc}") from exc
     if is_sqlite:
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            apply_pragmas(dbapi_connection, foreign_keys=True)
+            apply_pragmas(dbapi_connection, foreign_keys=True, read_only=read_only)
 
     return engine

@@ -1,6 +1,7 @@
 """Errors raised by the storage layer; fleet translates them into its own StorageError family.
 
 DatabaseError           the database cannot be opened, migrated, read or written
+├── ReadOnlyDatabase    the SQLite file is read-only for this user: reads work, writes cannot
 └── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
 """
 
@@ -19,3 +20,8 @@ class AllocationConflict(DatabaseError):
     def __init__(self, gpu_ids: Sequence[int], message: str) -> None:
         self.gpu_ids = tuple(gpu_ids)
         super().__init__(message)
+
+
+class ReadOnlyDatabase(DatabaseError):
+    """The database file was opened read-only (this user cannot write it) and a write, or a
+    needed migration, was refused; the message names the file."""

@@ -1,13 +1,15 @@
-"""SQLite specifics: which URLs name a file, creating that file privately, connection pragmas."""
+"""SQLite specifics: which URLs name a file, creating it privately, read-only opens, pragmas."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 
 BUSY_TIMEOUT_MS = 10_000
 PRIVATE_FILE_MODE = 0o600
@@ -58,16 +60,52 @@ def _make_private(path: Path) -> None:
         os.chmod(path, PRIVATE_FILE_MODE)
 
 
-def apply_pragmas(dbapi_connection: Any, *, foreign_keys: bool) -> None:
+def is_read_only_file(path: Path) -> bool:
+    """Whether `path` is an existing file this process may read but not write.
+
+    True for a file without write permission for this user, on a read-only mount, or marked
+    immutable (`chattr +i`, which even root cannot write).
+    """
+    return path.is_file() and os.access(path, os.R_OK) and not os.access(path, os.W_OK)
+
+
+def read_only_url(path: Path) -> URL:
+    """An SQLite URI URL that opens `path` for reading only (`mode=ro`, never created).
+
+    A WAL database read this way needs its -shm side file, or a directory where SQLite may
+    create it; when neither is there (a read-only mount of a cleanly closed database), the URL
+    opens the file as immutable instead, which reads it without any locking or side file.
+    """
+    target = f"file:{quote(str(path.resolve()))}"
+    mode = "mode=ro"
+    try:
+        probe = sqlite3.connect(f"{target}?{mode}", uri=True)
+        try:
+            probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            probe.close()
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+            raise
+        mode = "immutable=1"
+    return make_url(f"sqlite:///{target}?{mode}&uri=true")
+
+
+def apply_pragmas(dbapi_connection: Any, *, foreign_keys: bool, read_only: bool = False) -> None:
     """Set the per-connection pragmas fleet relies on (busy wait, WAL, foreign keys, fsync level).
 
     busy_timeout comes first so that switching a new file to WAL waits for a concurrent opener.
+    A read-only connection keeps the file's journal mode (changing it is a write) and refuses
+    every write itself (`query_only`), whatever the file's permissions say.
     """
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        if read_only:
+            cursor.execute("PRAGMA query_only = ON")
+        else:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
-        cursor.execute("PRAGMA synchronous = NORMAL")
     finally:
         cursor.close()
