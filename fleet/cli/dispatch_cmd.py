@@ -165,4 +165,4 @@ async def _run(service: Fleet, request: DispatchRequest, *, detach: bool, explai
     else:
         detail = f" ({ending.error})" if ending.error and ending.state != "succeeded" else ""
         say(f"task {started.task_id} {ending.state}{detail}")
-    return exit_code_of(ending.state, ending.exit_code, ending.error)
+    return exit_code_of(ending.state, ending.exit_code, ending.error, timed_out=ending.timed_out)

@@ -21,7 +21,8 @@ def write_output(data: bytes, *, to_stderr: bool = False) -> None:
     stream.flush()
 
 
-def exit_code_of(state: str, exit_code: int | None, error: str | None) -> int:
+def exit_code_of(state: str, exit_code: int | None, error: str | None, *,
+                 timed_out: bool) -> int:
     """The exit code `fleet dispatch` and `fleet logs -f` return for a task that ended.
 
     A lost task is a DispatchError (exit 5) whose message says why it was lost.
@@ -30,6 +31,4 @@ def exit_code_of(state: str, exit_code: int | None, error: str | None) -> int:
 
     if state == "lost":
         raise DispatchError(f"task lost: {error}")
-    # A task's end carries its timeout only in the error text (dispatch.records.ending_from_status).
-    timed_out = error is not None and error.startswith("timed out")
     return task_exit_code(state, exit_code, timed_out)

@@ -98,7 +98,7 @@ def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int
     row = run_async(run)
     if not follow or not row.is_final:
         return 0
-    return exit_code_of(row.state, row.exit_code, row.error)
+    return exit_code_of(row.state, row.exit_code, row.error, timed_out=row.timed_out)
 
 
 @click.command()
