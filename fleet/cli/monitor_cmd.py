@@ -13,7 +13,6 @@ from fleet.cli.runner import run_async
 from fleet.cli.signals import stop_on_signals
 
 if TYPE_CHECKING:
-    from fleet.monitor.config import Settings
     from fleet.monitor.monitor import MonitorSummary
 
 LOG_MAX_BYTES = 10 * 1024 * 1024
@@ -48,10 +47,9 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
       fleet monitor --hosts '@a100' --interval 5s -q --log-file ~/fleet-monitor.log
       fleet monitor --http 127.0.0.1:9400     # then: curl -s localhost:9400/metrics
     """
-    from fleet.timeparse import parse_duration
+    from fleet.monitor.config import with_interval
 
     options = global_options(ctx)
-    seconds = parse_duration(interval, what="--interval") if interval is not None else None
     _setup_logging(log_file, quiet)
 
     def summary(line: MonitorSummary) -> None:
@@ -69,8 +67,8 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
         async with open_fleet(options.db_url, options.inventory_path,
                               accept_new=accept_new) as service:
             settings = service.monitor_settings()
-            if seconds is not None:
-                settings = _with_interval(settings, seconds)
+            if interval is not None:
+                settings = with_interval(settings, interval)
             server = None
             async with stop_on_signals() as stop:
                 monitor = await service.start_monitor(pattern, settings=settings,
@@ -97,15 +95,6 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
 
     run_async(run)
     return 0
-
-
-def _with_interval(settings: Settings, seconds: float) -> Settings:
-    from fleet.errors import ConfigError
-
-    try:
-        return settings.with_values("monitor", interval=seconds)
-    except ValueError as exc:
-        raise ConfigError(f"--interval: {exc}") from exc
 
 
 def _setup_logging(log_file: Path | None, quiet: bool) -> None:

@@ -109,6 +109,20 @@ class Settings:
         return {name: _plain(value) for name, value in self.sections.items()}
 
 
+def with_interval(settings: Settings, text: str, *, what: str = "--interval") -> Settings:
+    """`settings` with monitor.interval set from a command-line duration ("2s", "500ms").
+
+    The one check `fleet monitor --interval` and `fleet tui --interval` share: ConfigError
+    naming `what` when the text is malformed or outside monitor.interval's bounds (so 0 is
+    refused everywhere).
+    """
+    seconds = parse_duration(text, what=what)
+    try:
+        return settings.with_values("monitor", interval=seconds)
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}") from exc
+
+
 def default_settings() -> Settings:
     """The built-in defaults only."""
     return _merge([])
