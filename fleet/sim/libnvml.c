@@ -9,7 +9,7 @@
  * Build:  gcc -shared -fPIC -O2 -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 \
  *             -o libnvidia-ml.so.1 libnvml.c -lpthread
  *
- * Configuration: the file named by $FLEET_SIM_NVML_CONFIG, written by fleet/sim/gpus.py:
+ * Configuration: the file named by $FLEET_SIM_NVML_CONFIG, written by fleet/sim/config.py:
  *
  *     fleet_sim_nvml=1                  format version, first non-comment line
  *     driver_version=550.54.15          host-wide values (before the first [gpu])
