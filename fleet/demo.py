@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.sim.gpus import SimGpu, SimHostGpus, write_config
+from fleet.sim.gpus import SimGpu, SimHostGpus, next_temperature, write_config
 
 if TYPE_CHECKING:
     from fleet.ssh.options import SshOptions
@@ -94,8 +94,8 @@ def drift(gpus: SimHostGpus, rng: random.Random) -> SimHostGpus:
     drifted = []
     for gpu in gpus.gpus:
         util = min(100.0, max(0.0, float(gpu.utilization_gpu_pct or 0) + rng.uniform(-12, 12)))
-        temp = min(95.0, max(28.0, float(gpu.temperature_c or 30) + (util - 50) / 25
-                             + rng.uniform(-2, 2)))
+        # Settles toward its load's steady temperature, below the hot threshold (fleet.sim).
+        temp = next_temperature(float(gpu.temperature_c or 30), util, rng.uniform(-1, 1))
         power = (gpu.power_limit_w or 300.0) * (0.12 + 0.8 * util / 100)
         drifted.append(replace(gpu, utilization_gpu_pct=round(util),
                                temperature_c=round(temp), power_draw_w=round(power, 1)))
