@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fleet.errors import HostError, HostUnreachable
-from fleet.model import HostSpec, ProbeReport
+from fleet.health.host_state import outcome_of
+from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.ssh.options import SshOptions
 
 # How many hosts are handshaking at once; SSH handshakes are CPU-bound on the controller.
@@ -18,10 +19,14 @@ OUTER_DEADLINE_GRACE_S = 1.0
 
 @dataclass(frozen=True)
 class HostStatus:
-    """One host's probe outcome: state "up" with a report, or a failure state with the reason."""
+    """One host's probe outcome: "up" with a report, or the failure and its reason.
+
+    `state` is the outcome word; the host state it leads to is decided when it is recorded
+    (fleet.recorder, by the rule of fleet.health.host_state: "unreachable" is stored as "down").
+    """
 
     spec: HostSpec
-    state: str
+    state: HostOutcome
     reason: str | None
     report: ProbeReport | None
     elapsed_s: float
@@ -44,7 +49,7 @@ async def probe_host(
 
     started = time.monotonic()
 
-    def finish(state: str, reason: str | None, report: ProbeReport | None) -> HostStatus:
+    def finish(state: HostOutcome, reason: str | None, report: ProbeReport | None) -> HostStatus:
         return HostStatus(
             spec, state, reason, report, time.monotonic() - started, time.time()
         )
@@ -66,10 +71,10 @@ async def probe_host(
                 finally:
                     conn.close()
     except HostError as exc:
-        return finish(exc.state, exc.detail, None)
+        return finish(outcome_of(exc), exc.detail, None)
     except TimeoutError:
         error = HostUnreachable(spec.name, f"no answer within {timeout:g}s")
-        return finish(error.state, error.detail, None)
+        return finish("unreachable", error.detail, None)
     return finish("up", None, report)
 
 

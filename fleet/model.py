@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 Connection = Literal["ssh", "local"]
+
+# What one contact with a host found: it answered with a usable reading ("up"), or why not.
+HostOutcome = Literal["up", "unreachable", "auth_failed", "host_key_rejected", "probe_error"]
+# A host's state, the one vocabulary of `fleet status`, the monitor, the health rules and the
+# database: "unknown" (never decided), "up", "down" (could not be reached) or what refused us.
+# The rule from outcome to state is fleet.health.host_state.host_transition.
+HostState = Literal["unknown", "up", "down", "auth_failed", "host_key_rejected", "probe_error"]
+HOST_OUTCOMES: tuple[HostOutcome, ...] = get_args(HostOutcome)
+HOST_STATES: tuple[HostState, ...] = get_args(HostState)
 
 PROBE_SCHEMA_VERSION = 1
 

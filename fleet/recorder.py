@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from db.events import add_event
 from db.gpus import set_gpu_state, upsert_gpus
-from db.hosts import sync_hosts, update_host_probe_facts, update_host_state
+from db.hosts import sync_hosts, update_host_probe_facts
 from db.samples import record_samples
-from db.types import (
-    GpuFacts,
-    GpuSampleIn,
-    HostFacts,
-    HostProbeFacts,
-    HostSampleIn,
-    HostSource,
-    HostState,
-)
+from db.types import GpuFacts, GpuSampleIn, HostFacts, HostProbeFacts, HostSampleIn, HostSource
 from fleet.discovery import ADOPTED_SPEC_SOURCE
 from fleet.fanout import HostStatus
+from fleet.health.apply import record_host_outcome
 from fleet.model import GpuReport, HostSpec, ProbeReport
 
 if TYPE_CHECKING:
@@ -40,21 +33,19 @@ def host_facts(spec: HostSpec, source: HostSource | None = None) -> HostFacts:
 
 def record_statuses(session: Session, statuses: Sequence[HostStatus], now: float | None = None
                     ) -> None:
-    """Store one fan-out's outcome in one transaction (committed by record_samples)."""
+    """Store one fan-out's outcome in one transaction (committed by record_samples).
+
+    Each host's state and event follow fleet.health.host_state's rule, the monitor's too: one
+    probe decides (a failed `fleet status` has waited its whole timeout).
+    """
     moment = int(now if now is not None else time.time())
     host_ids = sync_hosts(session, [host_facts(s.spec) for s in statuses], moment)
     host_samples: list[HostSampleIn] = []
     gpu_samples: list[GpuSampleIn] = []
     for status in statuses:
         host_id = host_ids[status.spec.name]
-        previous = update_host_state(session, host_id, cast(HostState, status.state),
-                                     status.reason, moment)
-        if previous not in ("unknown", status.state):
-            add_event(session, ts=moment, kind="host_state", host_id=host_id,
-                      severity="info" if status.is_up else "warning",
-                      message=f"{status.spec.name}: {previous} -> {status.state}"
-                      + (f" ({status.reason})" if status.reason else ""),
-                      data={"from": previous, "to": status.state})
+        record_host_outcome(session, host_id, status.spec.name, status.state, status.reason,
+                            now=moment)
         if status.report is not None:
             host_sample, samples = _record_report(session, host_id, status.spec.name,
                                                   status.report, moment)

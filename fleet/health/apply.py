@@ -1,4 +1,4 @@
-"""Writing health changes to the database (states and event rows) and reading tracker seeds back."""
+"""Writing health changes and host outcomes to the database, and reading tracker seeds back."""
 
 from __future__ import annotations
 
@@ -12,10 +12,13 @@ from sqlalchemy.orm import Session
 
 from db.events import add_event
 from db.gpus import set_gpu_state
-from db.hosts import update_host_state
+from db.hosts import host_state, update_host_state
 from db.models import Gpu, Host
-from db.types import GpuState, HostState
-from fleet.health.rules import GpuSeed, HealthChange, HostSeed
+from db.types import GpuState
+from fleet.health.changes import HealthChange
+from fleet.health.host_state import FAILED_STATES, host_transition, state_reason
+from fleet.health.rules import GpuSeed, HostSeed
+from fleet.model import HostOutcome, HostState
 
 
 @dataclass(frozen=True)
@@ -27,16 +30,63 @@ class AppliedChange:
     event: dict[str, object]
 
 
+@dataclass(frozen=True)
+class RecordedOutcome:
+    """A host outcome as stored: the host's state afterwards and the change written, if any."""
+
+    state: HostState
+    applied: AppliedChange | None
+
+
+def record_host_outcome(
+    session: Session,
+    host_id: int,
+    host: str,
+    outcome: HostOutcome,
+    reason: str | None,
+    *,
+    failures: int = 1,
+    down_after: int = 1,
+    now: float,
+) -> RecordedOutcome:
+    """Apply fleet.health.host_state's rule to the host's stored state (inside `session`).
+
+    Writes the state when it changes or stays failed (reason and last_probe_at refreshed), and
+    the event when there is one; a pending failure writes nothing. The defaults are those of
+    `fleet status`; the monitor passes its consecutive failure count and host_down_after.
+    Raises LookupError for an unknown host id.
+    """
+    stored = host_state(session, host_id)
+    transition = host_transition(host, stored, outcome, reason, failures=failures,
+                                 down_after=down_after, now=now)
+    if transition.pending:
+        return RecordedOutcome(transition.state, None)
+    ts = int(now)
+    if transition.state != stored or transition.state in FAILED_STATES:
+        update_host_state(session, host_id, transition.state, state_reason(outcome, reason), ts)
+    change = transition.event
+    if change is None:
+        return RecordedOutcome(transition.state, None)
+    event_id = add_event(session, ts=ts, kind=change.kind, severity=change.severity,
+                         message=change.message, host_id=host_id,
+                         data=json.loads(json.dumps(dict(change.data), default=str)))
+    return RecordedOutcome(transition.state,
+                           AppliedChange(change, event_id, change.to_event(now, event_id)))
+
+
 def apply_health_changes(session: Session, changes: Sequence[HealthChange],
                          now: float) -> list[AppliedChange]:
-    """Write each change's state (GPU or host) and one event row, inside `session` (not committed).
+    """Write each change's GPU state and one event row, inside `session` (not committed).
 
-    GPU and host rows are looked up by host name and GPU index; a change naming a host or GPU
-    the database does not know is still recorded as an event (without ids), with
-    data["unrecorded_state"] set, rather than lost.
+    GPU rows are looked up by host name and GPU index; a change naming a host or GPU the
+    database does not know is still recorded as an event (without ids), with
+    data["unrecorded_state"] set, rather than lost. Host states are not changes: they go
+    through record_host_outcome (a host change here raises ValueError).
     """
     if not changes:
         return []
+    if any(change.sets_host_state for change in changes):
+        raise ValueError("host states are written by record_host_outcome, not as changes")
     names = sorted({change.host for change in changes})
     host_ids = dict(session.execute(select(Host.name, Host.id).where(Host.name.in_(names))).all())
     gpu_ids = {
@@ -58,23 +108,12 @@ def apply_health_changes(session: Session, changes: Sequence[HealthChange],
             data["unrecorded_state"] = True
         elif change.sets_gpu_state and gpu_id is not None:
             set_gpu_state(session, gpu_id, cast(GpuState, change.new_state))
-        elif change.sets_host_state and host_id is not None:
-            reason = _host_reason(change)
-            update_host_state(session, host_id, cast(HostState, change.new_state), reason, ts)
         safe_data = json.loads(json.dumps(data, default=str))
         event_id = add_event(session, ts=ts, kind=change.kind, severity=change.severity,
                              message=change.message, host_id=host_id, gpu_id=gpu_id,
                              data=safe_data)
         applied.append(AppliedChange(change, event_id, change.to_event(now, event_id)))
     return applied
-
-
-def _host_reason(change: HealthChange) -> str | None:
-    reason = change.data.get("reason")
-    last_state = change.data.get("last_state")
-    if change.new_state == "down" and last_state is not None:
-        return f"{last_state}: {reason}" if reason else str(last_state)
-    return None
 
 
 def load_health_seeds(session: Session) -> list[HostSeed]:

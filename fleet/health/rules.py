@@ -1,28 +1,32 @@
-"""Health rules: turn each host's probe outcome into GPU/host state changes and fact-change events.
+"""Health rules: turn each host's probe outcome into GPU state changes and fact-change events.
 
 Pure: no I/O, no clock. The monitor feeds `HealthTracker.observe` one outcome per host per
 interval and applies the returned `HealthChange`s (see fleet.health.apply).
 
 GPU states, worst first: failed (lost, NVML error on the device, or no longer listed) >
 degraded (uncorrectable ECC errors, pending retired pages) > hot (temperature at or above
-`gpu_hot_c`, until it falls below `gpu_cool_c`) > ok. Host: "down" after `host_down_after`
-consecutive failed outcomes, "up" again on the next good one.
+`gpu_hot_c`, until it falls below `gpu_cool_c`) > ok. Host: the tracker counts consecutive failed
+outcomes (`failures`) and keeps the state fleet.health.host_state's rule gives (`host_state`,
+the live view); the monitor records each outcome with that count (record_host_outcome), which
+decides the stored state and its events against what the database holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from db.types import Severity
-from fleet.model import GpuReport, ProbeReport
+from fleet.health.changes import HealthChange
+from fleet.health.host_state import host_transition, known_state
+from fleet.model import GpuReport, HostOutcome, HostState, ProbeReport
+
+__all__ = ["GpuSeed", "HealthChange", "HealthSettings", "HealthTracker", "HostSeed"]
 
 GPU_OK = "ok"
 GPU_HOT = "hot"
 GPU_DEGRADED = "degraded"
 GPU_FAILED = "failed"
-HOST_UP = "up"
-HOST_DOWN = "down"
 
 # Event kind and severity for a GPU entering each state (entering "ok" depends on where from).
 _GPU_STATE_EVENTS: dict[str, tuple[str, Severity]] = {
@@ -50,49 +54,6 @@ class HealthSettings:
             )
         if self.host_down_after < 1:
             raise ValueError(f"host_down_after must be at least 1, not {self.host_down_after}")
-
-
-@dataclass(frozen=True)
-class HealthChange:
-    """One thing the rules decided: a GPU or host state change, or an event only.
-
-    A change with `gpu_index` and `new_state` sets that GPU's state; one with no `gpu_index`
-    and a `new_state` sets the host's state; `new_state` None means an event only.
-    """
-
-    host: str
-    gpu_index: int | None
-    kind: str
-    severity: Severity
-    old_state: str | None
-    new_state: str | None
-    message: str
-    data: Mapping[str, object] = field(default_factory=dict)
-
-    @property
-    def sets_gpu_state(self) -> bool:
-        """True when applying this change writes a GPU's state."""
-        return self.gpu_index is not None and self.new_state is not None
-
-    @property
-    def sets_host_state(self) -> bool:
-        """True when applying this change writes the host's state."""
-        return self.gpu_index is None and self.new_state is not None
-
-    def to_event(self, ts: float, event_id: int | None = None) -> dict[str, object]:
-        """The change as the JSON-ready event dict hooks receive on stdin."""
-        return {
-            "id": event_id,
-            "ts": ts,
-            "kind": self.kind,
-            "severity": self.severity,
-            "host": self.host,
-            "gpu_index": self.gpu_index,
-            "old_state": self.old_state,
-            "new_state": self.new_state,
-            "message": self.message,
-            "data": dict(self.data),
-        }
 
 
 @dataclass(frozen=True)
@@ -126,7 +87,7 @@ class _GpuMemory:
 
 @dataclass
 class _HostMemory:
-    state: str = "unknown"
+    state: HostState = "unknown"
     failures: int = 0
     gpu_count: int | None = None
     driver_version: str | None = None
@@ -146,12 +107,11 @@ class HealthTracker:
     def seed(self, host_seed: HostSeed) -> None:
         """Start `host_seed.host` from stored state, so a restart does not re-fire its events.
 
-        A stored "down" host counts as already past the failure threshold; a stored "hot" GPU
-        is inside its hysteresis band; a stored "lost" GPU counts as "failed".
+        A stored failed host follows its next failure at once (fleet.health.host_state); a
+        stored "hot" GPU is inside its hysteresis band; a stored "lost" GPU counts as "failed".
         """
         memory = _HostMemory(
-            state=host_seed.state,
-            failures=self.settings.host_down_after if host_seed.state == HOST_DOWN else 0,
+            state=known_state(host_seed.state),
             gpu_count=host_seed.gpu_count,
             driver_version=host_seed.driver_version,
         )
@@ -166,10 +126,19 @@ class HealthTracker:
         """Drop what is remembered about `host` (it left the inventory)."""
         self._hosts.pop(host, None)
 
-    def host_state(self, host: str) -> str | None:
-        """The host's health state as tracked ("up", "down", or the seeded one), or None."""
+    def host_state(self, host: str) -> HostState | None:
+        """The host's state as tracked (the rule applied to what it saw), or None if unseen."""
         memory = self._hosts.get(host)
         return None if memory is None else memory.state
+
+    def failures(self, host: str) -> int:
+        """Consecutive failed outcomes of `host` up to now (0 after a good one)."""
+        memory = self._hosts.get(host)
+        return 0 if memory is None else memory.failures
+
+    def sync_host_state(self, host: str, stored: str) -> None:
+        """Take the host's state as the database now holds it (`fleet status` may have run)."""
+        self._hosts.setdefault(host, _HostMemory()).state = known_state(stored)
 
     def gpu_state(self, host: str, index: int) -> str | None:
         """The GPU's health state as tracked, or None if the GPU was never seen."""
@@ -177,25 +146,24 @@ class HealthTracker:
         gpu = None if memory is None else memory.gpus.get(index)
         return None if gpu is None else gpu.state
 
-    def observe(self, host: str, state: str, reason: str | None, report: ProbeReport | None,
-                now: float) -> list[HealthChange]:
-        """Take one probe outcome of `host` ("up" with a report, or a failure state and reason).
+    def observe(self, host: str, outcome: HostOutcome, reason: str | None,
+                report: ProbeReport | None, now: float) -> list[HealthChange]:
+        """Take one probe outcome of `host` ("up" with a report, or a failure and its reason).
 
-        Returns the changes, in the order they should be applied; `now` (epoch seconds) goes
-        into the change data.
+        Counts failures and moves `host_state` by the host rule; returns the GPU and fact
+        changes, in the order they should be applied; `now` (epoch seconds) goes into their data.
         """
         memory = self._hosts.setdefault(host, _HostMemory())
-        if state != HOST_UP or report is None:
-            return self._failed_outcome(host, memory, state, reason, now)
+        if outcome != "up" or report is None:
+            memory.failures += 1
+            memory.state = host_transition(
+                host, memory.state, "probe_error" if outcome == "up" else outcome, reason,
+                failures=memory.failures, down_after=self.settings.host_down_after,
+            ).state
+            return []
         changes: list[HealthChange] = []
         memory.failures = 0
-        if memory.state == HOST_DOWN:
-            changes.append(HealthChange(
-                host, None, "host_up", "info", HOST_DOWN, HOST_UP,
-                f"{host}: down -> up (answering again)", {"from": HOST_DOWN, "to": HOST_UP,
-                                                            "at": now},
-            ))
-        memory.state = HOST_UP
+        memory.state = "up"
         if self.settings.fact_change_events:
             changes.extend(self._fact_changes(host, memory, report))
         memory.gpu_count = len(report.gpus)
@@ -203,21 +171,6 @@ class HealthTracker:
             memory.driver_version = report.host.driver_version
         changes.extend(self._gpu_changes(host, memory, report, now))
         return changes
-
-    def _failed_outcome(self, host: str, memory: _HostMemory, state: str, reason: str | None,
-                        now: float) -> list[HealthChange]:
-        memory.failures += 1
-        if memory.failures < self.settings.host_down_after or memory.state == HOST_DOWN:
-            return []
-        previous = memory.state
-        memory.state = HOST_DOWN
-        why = f"{state}: {reason}" if reason else state
-        return [HealthChange(
-            host, None, "host_down", "error", previous, HOST_DOWN,
-            f"{host}: {previous} -> down after {memory.failures} failed probes ({why})",
-            {"from": previous, "to": HOST_DOWN, "failures": memory.failures,
-             "last_state": state, "reason": reason, "at": now},
-        )]
 
     def _fact_changes(self, host: str, memory: _HostMemory,
                       report: ProbeReport) -> list[HealthChange]:

@@ -11,13 +11,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fleet.health.hooks import HookRunner
-from fleet.health.rules import HOST_DOWN, HealthTracker
-from fleet.model import HostSpec, ProbeReport
+from fleet.health.rules import HealthTracker
+from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.local import LocalStream
 from fleet.monitor.pool import ConnectionPool
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
-from fleet.monitor.writer import EventIn, SampleWriter
+from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class Monitor:
         self.settings = settings
         self.options = settings.ssh.apply(ssh_options)
         self.pool = ConnectionPool(self.options, settings.monitor.max_handshakes)
-        self.writer = SampleWriter(database, settings.monitor.flush_rows)
+        self.writer = SampleWriter(database, settings.monitor.flush_rows,
+                                   host_down_after=settings.health.host_down_after)
         self.hub = SnapshotHub()
         self.on_summary = on_summary
         self.samples_written = 0
@@ -94,7 +95,8 @@ class Monitor:
         self._service_tasks: list[asyncio.Task[None]] = []
         self._running = False
         self._written_since_summary = 0
-        self._raw_states: dict[str, tuple[str, str]] = {}
+        # The last failure of each host failing now (cleared by its next good reading).
+        self._failing: dict[str, tuple[HostOutcome, str]] = {}
         self.health = HealthTracker(settings.health)
         self.hooks: HookRunner | None = None
         self.retention_passes = 0
@@ -163,6 +165,7 @@ class Monitor:
         self._written_since_summary += await self.writer.flush()
         self.samples_written = self.writer.stats.gpu_samples
         self._submit_hooks()
+        self._sync_host_states()
         await self.pool.close()
         if self.hooks is not None:
             await self.hooks.close()
@@ -192,10 +195,10 @@ class Monitor:
         name = spec.name
         previous = self._hosts[name]
         now = time.time()
+        self._failing.pop(name, None)
         self.writer.add_report(name, report)
         self.writer.add_health_changes(self.health.observe(name, "up", None, report, now), now)
-        if previous.state != "up":
-            self.writer.set_host_state(name, "up", None, now)
+        self.writer.add_host_outcome(HostOutcomeIn(name, "up", None, 0, now))
         drains = self.writer.drains
         gpus = tuple(
             GpuSnapshot(
@@ -215,29 +218,37 @@ class Monitor:
             )
         )
 
-    def on_failure(self, spec: HostSpec, state: str, reason: str) -> None:
-        """`spec` could not be read: keep its last report, show the failure (or "down")."""
+    def on_failure(self, spec: HostSpec, outcome: HostOutcome, reason: str) -> None:
+        """`spec` could not be read: keep its last report and show why; the next interval
+        counts the failure (see _observe_failures)."""
         name = spec.name
-        previous = self._hosts[name]
-        log.info("%s: %s: %s", name, state, reason)
-        self._raw_states[name] = (state, reason)
-        shown = HOST_DOWN if self.health.host_state(name) == HOST_DOWN else state
-        if shown != previous.state and shown != HOST_DOWN:
-            self.writer.set_host_state(name, shown, reason, time.time())
-        self._update(replace(previous, state=shown, reason=reason))
+        log.info("%s: %s: %s", name, outcome, reason)
+        self._failing[name] = (outcome, reason)
+        self._update(replace(self._hosts[name], reason=f"{outcome}: {reason}"))
 
     def _observe_failures(self) -> None:
-        """Once per interval, count one failed outcome for every host that is not up."""
+        """Once per interval, count one failed outcome for every failing host and record it.
+
+        The state follows fleet.health.host_state's rule: unchanged until host_down_after
+        consecutive failures, then "down" (unreachable) or the failure's own word.
+        """
         now = time.time()
-        for name, host in list(self._hosts.items()):
-            if host.state in ("up", "unknown"):
-                continue
-            state, reason = self._raw_states.get(name, (host.state, host.reason))
-            changes = self.health.observe(name, state, reason, None, now)
-            if changes:
-                self.writer.add_health_changes(changes, now)
-            if self.health.host_state(name) == HOST_DOWN and host.state != HOST_DOWN:
-                self._update(replace(host, state=HOST_DOWN))
+        for name, (outcome, reason) in list(self._failing.items()):
+            self.health.observe(name, outcome, reason, None, now)
+            self.writer.add_host_outcome(
+                HostOutcomeIn(name, outcome, reason, self.health.failures(name), now))
+            host = self._hosts[name]
+            state = self.health.host_state(name) or host.state
+            if state != host.state:
+                self._update(replace(host, state=state))
+
+    def _sync_host_states(self) -> None:
+        """Show (and track) each host's state as the last flush stored it."""
+        for name, state in self.writer.take_stored_states().items():
+            self.health.sync_host_state(name, state)
+            host = self._hosts.get(name)
+            if host is not None and host.state != state:
+                self._update(replace(host, state=state))
 
     def _hook_failed(self, failure: dict[str, object]) -> None:
         """A hook run failed: record it as an event (hooks never run for these)."""
@@ -286,6 +297,7 @@ class Monitor:
             self._written_since_summary += await self.writer.flush()
             self.samples_written = self.writer.stats.gpu_samples
             self._submit_hooks()
+            self._sync_host_states()
             self._apply_drains()
 
     def set_allocations(self, allocations: dict[tuple[str, int], AllocationInfo]) -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from fleet.errors import HostError, HostUnreachable, ProbeError
-from fleet.model import HostSpec, ProbeReport
+from fleet.health.host_state import outcome_of
+from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.lines import LineReader, OverlongLine
 from fleet.monitor.pool import Backoff, ConnectionPool
 from fleet.monitor.settings import MonitorSettings
@@ -39,7 +40,7 @@ class HostSink(Protocol):
 
     def on_report(self, spec: HostSpec, report: ProbeReport) -> None: ...
 
-    def on_failure(self, spec: HostSpec, state: str, reason: str) -> None: ...
+    def on_failure(self, spec: HostSpec, outcome: HostOutcome, reason: str) -> None: ...
 
 
 @dataclass
@@ -100,7 +101,7 @@ class HostStream:
                     log.warning("%s: %s; reading it with one-shot probes", self.spec.name, exc)
                     await self._poll_once_mode(conn)
             except HostError as exc:
-                self._fail(exc.state, exc.detail)
+                self._fail(outcome_of(exc), exc.detail)
                 connection = self.pool.connection(self.spec.name)
                 if connection is None or isinstance(exc, HostUnreachable):
                     self.pool.discard(self.spec.name)
@@ -130,9 +131,9 @@ class HostStream:
         except HostError as exc:
             log.warning("%s: could not kill probe pid %d: %s", self.spec.name, pid, exc.detail)
 
-    def _fail(self, state: str, reason: str) -> None:
+    def _fail(self, outcome: HostOutcome, reason: str) -> None:
         self.stats.failures += 1
-        self.sink.on_failure(self.spec, state, reason)
+        self.sink.on_failure(self.spec, outcome, reason)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -1,7 +1,9 @@
 """Batched recording: buffered samples, state changes and events written in one transaction.
 
 Host and GPU facts are upserted only when they differ from the last ones written (a cache per
-host), so a steady fleet costs two executemany inserts per flush and nothing else.
+host), so a steady fleet costs two executemany inserts, one UPDATE of last_seen and one SELECT of
+the hosts' stored states per flush. Host outcomes are decided against those stored states
+(fleet.health.apply.record_host_outcome), so a `fleet status` run in between is taken into account.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.errors import FleetError
 from fleet.health.rules import HealthChange, HostSeed
-from fleet.model import HostSpec, ProbeReport
+from fleet.model import HostOutcome, HostSpec, HostState, ProbeReport
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -48,10 +50,22 @@ class Drains:
     gpus: dict[tuple[str, int], str | None] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class HostOutcomeIn:
+    """One outcome of a host to record, with the consecutive failures counted so far."""
+
+    host: str
+    outcome: HostOutcome
+    reason: str | None
+    failures: int
+    ts: float
+
+
 @dataclass
 class _Batch:
     reports: list[tuple[str, ProbeReport]] = field(default_factory=list)
-    states: dict[str, tuple[str, str | None, float]] = field(default_factory=dict)
+    outcomes: list[HostOutcomeIn] = field(default_factory=list)
+    last_outcome: dict[str, HostOutcome] = field(default_factory=dict)
     events: list[EventIn] = field(default_factory=list)
     health: list[tuple[HealthChange, float]] = field(default_factory=list)
     gpu_rows: int = 0
@@ -73,9 +87,10 @@ class WriterStats:
 class SampleWriter:
     """Buffers what the monitor sees and writes it in batches from a worker thread."""
 
-    def __init__(self, database: Database, flush_rows: int) -> None:
+    def __init__(self, database: Database, flush_rows: int, *, host_down_after: int = 3) -> None:
         self.database = database
         self.flush_rows = flush_rows
+        self.host_down_after = host_down_after
         self.stats = WriterStats()
         self.drains = Drains()
         self._batch = _Batch()
@@ -84,6 +99,7 @@ class SampleWriter:
         self._facts: dict[str, tuple[HostProbeFacts, tuple[GpuFacts, ...]]] = {}
         self._lock = asyncio.Lock()
         self._applied: list[dict[str, object]] = []
+        self._stored_states: dict[str, HostState] = {}
         self.full = asyncio.Event()
 
     async def register_hosts(self, specs: list[HostSpec]) -> list[HostSeed]:
@@ -111,9 +127,13 @@ class SampleWriter:
         if self._batch.gpu_rows >= self.flush_rows:
             self.full.set()
 
-    def set_host_state(self, host: str, state: str, reason: str | None, ts: float) -> None:
-        """Buffer a host state change (the last one per flush wins)."""
-        self._batch.states[host] = (state, reason, ts)
+    def add_host_outcome(self, outcome: HostOutcomeIn) -> None:
+        """Buffer one outcome of a host; a good one right after a good one adds nothing."""
+        last = self._batch.last_outcome
+        if outcome.outcome == "up" and last.get(outcome.host) == "up":
+            return
+        last[outcome.host] = outcome.outcome
+        self._batch.outcomes.append(outcome)
 
     def add_event(self, event: EventIn) -> None:
         """Buffer an event row."""
@@ -128,6 +148,15 @@ class SampleWriter:
         events, self._applied = self._applied, []
         return events
 
+    def take_stored_states(self) -> dict[str, HostState]:
+        """Host states as written by the flushes since the last call, for hosts with no newer
+        outcome buffered (those are still to be decided)."""
+        pending = {outcome.host for outcome in self._batch.outcomes}
+        states = {host: state for host, state in self._stored_states.items()
+                  if host not in pending}
+        self._stored_states = {}
+        return states
+
     @property
     def buffered_rows(self) -> int:
         """Sample rows waiting for the next flush."""
@@ -141,7 +170,7 @@ class SampleWriter:
         async with self._lock:
             batch, self._batch = self._batch, _Batch()
             self.full.clear()
-            if not (batch.reports or batch.states or batch.events or batch.health):
+            if not (batch.reports or batch.outcomes or batch.events or batch.health):
                 await self._refresh_drains()
                 return 0
             try:
@@ -177,7 +206,8 @@ class SampleWriter:
         current = self._batch
         self._batch = _Batch(
             reports=kept,
-            states={**batch.states, **current.states},
+            outcomes=batch.outcomes + current.outcomes,
+            last_outcome={**batch.last_outcome, **current.last_outcome},
             events=batch.events + current.events,
             health=batch.health + current.health,
             gpu_rows=sum(len(report.gpus) + 1 for _, report in kept),
@@ -204,30 +234,48 @@ class SampleWriter:
         from db.samples import record_samples
 
         with self.database.session() as session:
-            self._write_states(session, batch)
+            applied, stored = self._write_outcomes(session, batch.outcomes)
             host_samples, gpu_samples = self._samples(session, batch.reports)
-            applied = self._write_health(session, batch.health)
+            applied += self._write_health(session, batch.health)
             self._write_events(session, batch.events)
             self._touch_hosts(session, {host for host, _ in batch.reports})
             record_samples(session, host_samples, gpu_samples)
             self.drains = _read_drains(session)
         self._applied.extend(applied)
+        self._stored_states.update(stored)
         self.stats.flushes += 1
         self.stats.host_samples += len(host_samples)
         self.stats.gpu_samples += len(gpu_samples)
         self.stats.events += len(batch.events) + len(applied)
         return len(gpu_samples)
 
-    def _write_states(self, session: Session, batch: _Batch) -> None:
-        from typing import cast
+    def _write_outcomes(
+        self, session: Session, outcomes: list[HostOutcomeIn]
+    ) -> tuple[list[dict[str, object]], dict[str, HostState]]:
+        """Each outcome through the host rule, in order; returns hook payloads and final states."""
+        from sqlalchemy import select
 
-        from db.hosts import update_host_state
-        from db.types import HostState
+        from db.models import Host
+        from fleet.health.apply import record_host_outcome
 
-        for host, (state, reason, ts) in batch.states.items():
-            host_id = self._host_ids.get(host)
-            if host_id is not None:
-                update_host_state(session, host_id, cast(HostState, state), reason, int(ts))
+        ids = {self._host_ids[o.host] for o in outcomes if o.host in self._host_ids}
+        # One SELECT; holding the rows keeps them in the session, so each outcome below reads
+        # its host's stored state without another query.
+        rows = {row.id: row for row in session.scalars(select(Host).where(Host.id.in_(ids)))}
+        events: list[dict[str, object]] = []
+        stored: dict[str, HostState] = {}
+        for outcome in outcomes:
+            host_id = self._host_ids.get(outcome.host)
+            if host_id is None or host_id not in rows:
+                continue
+            recorded = record_host_outcome(
+                session, host_id, outcome.host, outcome.outcome, outcome.reason,
+                failures=outcome.failures, down_after=self.host_down_after, now=outcome.ts,
+            )
+            stored[outcome.host] = recorded.state
+            if recorded.applied is not None:
+                events.append(recorded.applied.event)
+        return events, stored
 
     def _samples(
         self, session: Session, reports: list[tuple[str, ProbeReport]]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from db.engine import Database
 from db.events import list_events
 from db.gpus import latest_gpus
 from db.hosts import list_hosts
-from fleet.health.apply import apply_health_changes, load_health_seeds
+from fleet.health.apply import apply_health_changes, load_health_seeds, record_host_outcome
 from fleet.health.rules import HealthChange, HealthTracker
 from fleet.model import GpuReport, HostReport, ProbeReport
 from tests.health.conftest import Seeded
@@ -39,20 +41,33 @@ def test_changes_set_states_and_write_events(database: Database, seeded: Seeded)
 
 def test_host_down_and_up_are_written(database: Database, seeded: Seeded) -> None:
     tracker = HealthTracker()
-    changes: list[HealthChange] = []
-    for now in range(3):
-        changes += tracker.observe("beta", "unreachable", "no route to host", None, now=now)
+    beta_id = seeded.host_ids["beta"]
+    states = []
     with database.session() as session:
-        apply_health_changes(session, changes, now=3000)
+        for now in range(3):
+            tracker.observe("beta", "unreachable", "no route to host", None, now=now)
+            recorded = record_host_outcome(
+                session, beta_id, "beta", "unreachable", "no route to host",
+                failures=tracker.failures("beta"), down_after=3, now=3000 + now)
+            states.append(recorded.state)
         (beta,) = [h for h in list_hosts(session) if h.name == "beta"]
+    assert states == ["unknown", "unknown", "down"]
     assert (beta.state, beta.state_reason) == ("down", "unreachable: no route to host")
     with database.session() as session:
-        apply_health_changes(session, tracker.observe("beta", "up", None, _report(40), now=9),
-                             now=3100)
+        tracker.observe("beta", "up", None, _report(40), now=9)
+        recorded = record_host_outcome(session, beta_id, "beta", "up", None,
+                                       failures=tracker.failures("beta"), down_after=3, now=3100)
         (beta,) = [h for h in list_hosts(session) if h.name == "beta"]
-        kinds = [e.kind for e in list_events(session)]
-    assert beta.state == "up"
-    assert kinds == ["host_down", "host_up"]
+        events = list_events(session)
+    assert beta.state == "up" and beta.state_reason is None
+    assert [(e.kind, e.severity) for e in events] == [("host_down", "error"), ("host_up", "info")]
+    assert recorded.applied is not None and recorded.applied.event["id"] == events[1].id
+
+
+def test_host_changes_cannot_bypass_the_host_rule(database: Database, seeded: Seeded) -> None:
+    change = HealthChange("beta", None, "host_down", "error", "up", "down", "beta down")
+    with database.session() as session, pytest.raises(ValueError, match="record_host_outcome"):
+        apply_health_changes(session, [change], now=10)
 
 
 def test_unknown_host_is_still_an_event(database: Database, seeded: Seeded) -> None:

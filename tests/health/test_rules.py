@@ -98,14 +98,23 @@ def test_host_down_after_k_failures_and_back_up(down_after: int) -> None:
     tracker.observe("h", "up", None, report(gpu()), now=0)
     for attempt in range(1, down_after):
         assert tracker.observe("h", "unreachable", "timed out", None, now=attempt) == []
-    (down,) = tracker.observe("h", "unreachable", "timed out", None, now=down_after)
-    assert (down.kind, down.old_state, down.new_state, down.gpu_index) == (
-        "host_down", "up", "down", None)
-    assert down.sets_host_state and down.data["failures"] == down_after
-    assert "timed out" in down.message
-    assert tracker.observe("h", "unreachable", "timed out", None, now=99) == []
-    (up,) = tracker.observe("h", "up", None, report(gpu()), now=100)
-    assert (up.kind, up.old_state, up.new_state) == ("host_up", "down", "up")
+        assert (tracker.host_state("h"), tracker.failures("h")) == ("up", attempt)
+    assert tracker.observe("h", "unreachable", "timed out", None, now=down_after) == []
+    assert (tracker.host_state("h"), tracker.failures("h")) == ("down", down_after)
+    tracker.observe("h", "unreachable", "timed out", None, now=99)
+    assert tracker.host_state("h") == "down"
+    tracker.observe("h", "up", None, report(gpu()), now=100)
+    assert (tracker.host_state("h"), tracker.failures("h")) == ("up", 0)
+
+
+def test_a_host_that_answers_is_never_down() -> None:
+    tracker = HealthTracker(HealthSettings(host_down_after=2))
+    tracker.observe("h", "up", None, report(gpu()), now=0)
+    for now in range(1, 6):
+        tracker.observe("h", "probe_error", "probe gave no reading for 3s", None, now=now)
+    assert tracker.host_state("h") == "probe_error"
+    tracker.observe("h", "unreachable", "connection lost", None, now=6)
+    assert tracker.host_state("h") == "down"
 
 
 def test_success_resets_failure_count() -> None:
@@ -170,13 +179,14 @@ def test_seeding_from_stored_gpu_state(stored: str, values: dict[str, object],
     assert kinds(tracker.observe("h", "up", None, report(gpu(**values)), now=0)) == expected
 
 
-def test_seeded_down_host_does_not_refire_and_recovers_with_event() -> None:
+def test_seeded_down_host_stays_down_until_it_answers() -> None:
     seed = HostSeed("h", state="down", gpu_count=1, driver_version="550.54",
                     gpus=(GpuSeed(0, name="Sim H100", uuid="GPU-0"),))
     tracker = HealthTracker(HealthSettings(host_down_after=2), seeds=[seed])
     assert tracker.observe("h", "unreachable", None, None, now=0) == []
-    assert kinds(tracker.observe("h", "up", None, report(gpu()), now=1)) == [
-        ("host_up", None, "up")]
+    assert tracker.host_state("h") == "down"
+    assert tracker.observe("h", "up", None, report(gpu()), now=1) == []
+    assert tracker.host_state("h") == "up"
 
 
 def test_seeded_facts_detect_changes_across_restart() -> None:
