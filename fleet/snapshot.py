@@ -59,7 +59,7 @@ class HostSnapshot:
     """One host as last seen. `report` is the last good probe, kept while the host is down."""
 
     spec: HostSpec
-    state: str  # unknown | up | down | unreachable | auth_failed | host_key_rejected | probe_error
+    state: str  # a fleet.model.HostState word
     reason: str | None = None
     report: ProbeReport | None = None
     last_seen: float | None = None

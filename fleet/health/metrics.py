@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from db.types import GPU_STATES, HOST_STATES
+from db.types import GPU_STATES
+from fleet.model import HOST_STATES
 from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -104,7 +105,7 @@ def snapshot_metrics(snapshot: FleetSnapshot | None) -> list[MetricFamily]:
     return [
         MetricFamily("fleet_snapshot_timestamp_seconds",
                      "Epoch time the latest fleet snapshot was taken.", samples=taken_at),
-        MetricFamily("fleet_host_up", "1 when the host's last probe succeeded, else 0.",
+        MetricFamily("fleet_host_up", "1 when the host's state is up, else 0.",
                      samples=[({"host": h.spec.name}, 1.0 if h.state == "up" else 0.0)
                               for h in hosts]),
         MetricFamily("fleet_host_state", "1 for the host's current state (one series per state).",
