@@ -10,7 +10,9 @@
     │   └── ProbeError          the probe ran but its output was missing or malformed
     ├── DispatchError           a task could not be placed, started or followed
     │   └── NoPlacement         no host has enough GPUs matching the request (exit code 7)
-    └── AllocationConflict      a GPU is already actively allocated
+    ├── AllocationConflict      a GPU is already actively allocated
+    ├── PermissionDenied        the caller (through `fleet serve`) may not do this (exit code 8)
+    └── ServerUnavailable       the selected `fleet serve` cannot be reached (exit code 9)
 """
 
 from __future__ import annotations
@@ -98,3 +100,15 @@ class AllocationConflict(FleetError):
     """A GPU is already actively allocated to another task or reservation."""
 
     exit_code = 6
+
+
+class PermissionDenied(FleetError):
+    """The caller may not do this: someone else's work, or an admin-only action (exit code 8)."""
+
+    exit_code = 8
+
+
+class ServerUnavailable(FleetError):
+    """The selected `fleet serve` socket cannot be reached, or answered something unreadable."""
+
+    exit_code = 9

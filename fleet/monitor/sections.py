@@ -6,6 +6,7 @@ from fleet.health.hooks import HookSettings
 from fleet.health.retention import RetentionSettings
 from fleet.health.rules import HealthSettings
 from fleet.monitor.settings import MonitorSettings, SshSettings
+from fleet.server.settings import ServeSettings
 
 # Order is the order `fleet config show` prints them in.
 SECTIONS: dict[str, type] = {
@@ -14,6 +15,7 @@ SECTIONS: dict[str, type] = {
     "health": HealthSettings,
     "hooks": HookSettings,
     "retention": RetentionSettings,
+    "serve": ServeSettings,
 }
 
 # Sections that live in the same settings file but are validated by their own feature when it

@@ -10,6 +10,8 @@ EXIT_STORAGE = 4
 EXIT_DISPATCH = 5
 EXIT_CONFLICT = 6
 EXIT_NO_PLACEMENT = 7
+EXIT_NOT_PERMITTED = 8
+EXIT_SERVER = 9
 EXIT_TIMED_OUT = 124
 EXIT_INTERRUPTED = 130
 
@@ -22,6 +24,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_DISPATCH, "dispatch: the task could not start, or was lost; a refused release"),
     (EXIT_CONFLICT, "allocation conflict"),
     (EXIT_NO_PLACEMENT, "no GPU fits the request (with --wait: the queue timeout passed)"),
+    (EXIT_NOT_PERMITTED, "not permitted: someone else's task/reservation, or admin-only (serve)"),
+    (EXIT_SERVER, "the selected fleet server (--server, FLEET_SERVER) cannot be reached"),
     (EXIT_TIMED_OUT, "dispatch: the task hit --timeout"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); dispatch: the task was cancelled"),
 )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.candidates import CandidateRow
+    from fleet.caller import Caller
     from fleet.context import FleetContext
     from fleet.discovery.adopt import AdoptResult, AdoptTarget
     from fleet.discovery.autoadopt import AutoAdoptPolicy, DiscoverySettings
@@ -172,17 +173,21 @@ class DiscoveryService:
     async def adopt(self, target: str, *, accept_new: bool = False,
                     expected_fingerprint: str | None = None,
                     inventory_append: bool = False, name: str | None = None,
-                    user: str | None = None, auto: bool = False) -> AdoptResult:
+                    user: str | None = None, auto: bool = False,
+                    caller: Caller | None = None) -> AdoptResult:
         """Verify and pin the host key of a candidate (NAME or ADDR[:PORT]) and manage it.
 
         `expected_fingerprint` is the SHA256 fingerprint the operator confirmed: the key is
         pinned only if the host presents exactly that one (no `accept_new` needed). Raises
         HostKeyRejected (unknown key without accept_new, changed, revoked, spoofed, not the
         confirmed key), HostUnreachable, or ConfigError (unknown/ambiguous candidate, name
-        taken). The result's `name` (and `spec`) is the managed host's name.
+        taken). The result's `name` (and `spec`) is the managed host's name. Through the
+        server only an admin `caller` may adopt (PermissionDenied otherwise).
         """
         from fleet.discovery.adopt import resolve_target
+        from fleet.services.permissions import require_admin
 
+        await require_admin(self.context, caller, f"adopt {target}")
         views = await self.discovered_hosts()
         return await self._adopt_target(resolve_target(target, views, name=name),
                                         accept_new=accept_new, inventory_append=inventory_append,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.tasks import TaskRow
+    from fleet.caller import Caller
     from fleet.context import FleetContext
     from fleet.dispatch.fanout_run import HostRunResult, RunCommand, RunProgress
     from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
@@ -118,10 +119,18 @@ class DispatchService:
                          lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S, detach_on_stop=True)
         return await self.task(task_id)
 
-    async def cancel(self, task_id: int, *, grace_s: float = 10.0) -> TaskRow:
-        """Cancel a task: dequeue it, or SIGTERM its process group (SIGKILL after `grace_s`)."""
-        from fleet.dispatch.cancel import cancel_task
+    async def cancel(self, task_id: int, *, grace_s: float = 10.0,
+                     caller: Caller | None = None) -> TaskRow:
+        """Cancel a task: dequeue it, or SIGTERM its process group (SIGKILL after `grace_s`).
 
+        A `caller` who is not an admin may cancel only their own tasks (PermissionDenied).
+        """
+        from fleet.dispatch.cancel import cancel_task
+        from fleet.services.permissions import require_owner
+
+        if caller is not None:
+            row = await self.task(task_id)
+            await require_owner(self.context, caller, f"cancel task {task_id}", [row.owner])
         with self._errors("cancel the task"):
             await cancel_task(self.context, task_id, grace_s=grace_s)
         return await self.task(task_id)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from db.event_queries import EventView
     from db.host_history import HostHistoryPoint
     from db.types import Severity
+    from fleet.caller import Caller
     from fleet.context import FleetContext
     from fleet.health.drain import DrainOutcome
 
@@ -79,19 +80,26 @@ class HealthService:
         return await self.context.read("read host history", load)
 
     async def drain(self, target: str, reason: str | None = None, *,
-                    by: str | None = None) -> DrainOutcome:
-        """Stop placing work on TARGET ("HOST", "HOST:IDX" or a GPU UUID); an event records it."""
-        return await self._set_drain(target, True, reason, by)
+                    by: str | None = None, caller: Caller | None = None) -> DrainOutcome:
+        """Stop placing work on TARGET ("HOST", "HOST:IDX" or a GPU UUID); an event records it.
 
-    async def undrain(self, target: str, *, by: str | None = None) -> DrainOutcome:
-        """Allow work on TARGET again."""
-        return await self._set_drain(target, False, None, by)
+        Through the server only an admin `caller` may drain (PermissionDenied otherwise).
+        """
+        return await self._set_drain(target, True, reason, by, caller)
+
+    async def undrain(self, target: str, *, by: str | None = None,
+                      caller: Caller | None = None) -> DrainOutcome:
+        """Allow work on TARGET again (admins only through the server)."""
+        return await self._set_drain(target, False, None, by, caller)
 
     async def _set_drain(self, target: str, drained: bool, reason: str | None,
-                         by: str | None) -> DrainOutcome:
+                         by: str | None, caller: Caller | None) -> DrainOutcome:
         from fleet.health.drain import set_drain
+        from fleet.services.permissions import require_admin
 
-        who = by or getpass.getuser()
+        await require_admin(self.context, caller,
+                            f"{'drain' if drained else 'undrain'} {target}")
+        who = caller.user if caller is not None else by or getpass.getuser()
         now = self.context.now()
         return await self.context.write("set the drain flag", lambda session: set_drain(
             session, target, drained=drained, reason=reason, by=who, now=now))

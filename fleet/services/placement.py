@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from db.allocation_details import AllocationDetail
     from db.types import AllocationKind
+    from fleet.caller import Caller
     from fleet.context import FleetContext
     from fleet.fanout import HostStatus
     from fleet.model import HostSpec
@@ -152,25 +153,52 @@ class PlacementService:
         duration_s: float | None = None,
         note: str | None = None,
         owner: str | None = None,
+        caller: Caller | None = None,
     ) -> Claim:
-        """Hold GPUs for an operator (until released, or for `duration_s` seconds)."""
+        """Hold GPUs for an operator (until released, or for `duration_s` seconds).
+
+        Through the server (`caller` given) the owner is always the caller's user.
+        """
         expires_at = None if duration_s is None else int(self.context.now() + duration_s)
-        return await self.place_and_claim(request, kind="reservation", owner=owner, note=note,
+        who = caller.user if caller is not None else owner
+        return await self.place_and_claim(request, kind="reservation", owner=who, note=note,
                                           expires_at=expires_at)
 
-    async def release(self, allocation_ids: Sequence[int], *, force: bool = False) -> list[int]:
-        """Release allocations by id (a running task's only with `force`); returns the ids."""
-        from fleet.placement.reservations import release
+    async def release(self, allocation_ids: Sequence[int], *, force: bool = False,
+                      caller: Caller | None = None) -> list[int]:
+        """Release allocations by id (a running task's only with `force`); returns the ids.
 
+        A `caller` who is not an admin may release only their own allocations
+        (PermissionDenied, exit code 8, and a `permission_denied` event otherwise).
+        """
+        from fleet.placement.reservations import release
+        from fleet.services.permissions import require_owner
+
+        if caller is not None and not caller.is_admin:
+            owners = await self._owners(allocation_ids)
+            await require_owner(self.context, caller,
+                                f"release allocation {', '.join(map(str, allocation_ids))}",
+                                owners)
         database = self.context.database
         return await self.context.call("release allocations",
                                        lambda: release(database, allocation_ids, force=force))
 
-    async def release_mine(self, owner: str | None = None) -> list[int]:
-        """Release every active reservation of `owner` (default: the current user)."""
+    async def _owners(self, allocation_ids: Sequence[int]) -> list[str]:
+        from db.allocation_details import allocation_details
+
+        def load(session: Session) -> list[str]:
+            return [row.owner for row in allocation_details(
+                session, active_only=False, allocation_ids=list(allocation_ids))]
+
+        return await self.context.read("read allocations", load)
+
+    async def release_mine(self, owner: str | None = None, *,
+                           caller: Caller | None = None) -> list[int]:
+        """Release every active reservation of `owner` (default: the current user, or the
+        caller's user through the server)."""
         from fleet.placement.reservations import current_owner, release_owned
 
-        who = owner or current_owner()
+        who = caller.user if caller is not None else owner or current_owner()
         database = self.context.database
         return await self.context.call("release reservations",
                                        lambda: release_owned(database, who))

@@ -1,0 +1,1 @@
+"""`fleet serve`: the service layer over HTTP/1.1 + JSON on a Unix socket (aiohttp)."""

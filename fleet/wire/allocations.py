@@ -1,0 +1,107 @@
+"""Allocations on the wire: the list, reserve and release requests and their results."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+
+from fleet.wire.codec import from_wire, to_wire
+
+if TYPE_CHECKING:
+    from db.allocation_details import AllocationDetail
+    from fleet.placement.claim import Claim
+
+
+class AllocationWire(Struct, frozen=True):
+    """db.allocation_details.AllocationDetail: who holds which GPU (times epoch seconds)."""
+
+    id: int
+    gpu_id: int
+    host: str
+    gpu_idx: int
+    uuid: str | None
+    kind: str
+    owner: str
+    task_id: int | None
+    task_name: str | None
+    task_state: str | None
+    note: str | None
+    created_at: int
+    expires_at: int | None
+    released_at: int | None
+    release_reason: str | None
+
+
+class AllocationList(Struct, frozen=True):
+    """`GET /v1/allocations`."""
+
+    allocations: tuple[AllocationWire, ...]
+
+
+class AllocationQuery(Struct, frozen=True, forbid_unknown_fields=True):
+    """Query of `GET /v1/allocations`."""
+
+    active_only: bool = True
+
+
+class ReleaseRequest(Struct, frozen=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/allocations/release`: ids, and/or every reservation of the caller."""
+
+    ids: tuple[int, ...] = ()
+    all_mine: bool = False
+    force: bool = False
+
+
+class ReleaseResult(Struct, frozen=True):
+    """The allocation ids released."""
+
+    released: tuple[int, ...]
+
+
+class ReserveRequest(Struct, frozen=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/reservations`: a PlacementRequest.to_dict(), how long, and why."""
+
+    placement: dict[str, Any]
+    duration_s: float | None = None
+    note: str | None = None
+
+
+class ClaimWire(Struct, frozen=True):
+    """fleet.placement.claim.Claim without its placement explanation."""
+
+    host: str
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str | None, ...]
+    allocation_ids: tuple[int, ...]
+    kind: str
+    owner: str
+    task_id: int | None = None
+    note: str | None = None
+    created_at: int = 0
+    expires_at: int | None = None
+    attempts: int = 1
+
+
+def allocations_to_wire(rows: list[AllocationDetail]) -> AllocationList:
+    """Allocations as the reply."""
+    return AllocationList(tuple(to_wire(row, AllocationWire) for row in rows))
+
+
+def allocations_from_wire(reply: AllocationList) -> list[AllocationDetail]:
+    """The reply as the AllocationDetails `Fleet.allocations()` returns."""
+    from db.allocation_details import AllocationDetail
+
+    return [from_wire(row, AllocationDetail) for row in reply.allocations]
+
+
+def claim_to_wire(claim: Claim) -> ClaimWire:
+    """A claim as its wire struct."""
+    return to_wire(claim, ClaimWire)
+
+
+def claim_from_wire(wire: ClaimWire) -> Claim:
+    """The wire struct as a Claim (its `placement` is None: explanations stay on the server)."""
+    from fleet.placement.claim import Claim
+
+    return from_wire(wire, Claim)

@@ -1,0 +1,45 @@
+"""JSON encoding and validated decoding of wire structs (msgspec, checked in C on decode)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+API_VERSION = "v1"
+API_PREFIX = f"/{API_VERSION}"
+JSON = "application/json"
+
+T = TypeVar("T")
+
+_encoder = msgspec.json.Encoder(order="deterministic")  # sets sorted: stable output
+
+
+class WireError(ValueError):
+    """A body that is not valid JSON or does not match its struct; the message says where."""
+
+
+def encode(value: Any) -> bytes:
+    """A struct (or plain data) as compact JSON bytes."""
+    return _encoder.encode(value)
+
+
+def decode(data: bytes, kind: type[T]) -> T:
+    """JSON bytes as a `kind` struct, validated; WireError naming the bad field otherwise."""
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise WireError(str(exc)) from exc
+
+
+def to_wire(value: object, kind: type[T]) -> T:
+    """A frozen dataclass (or anything with those attributes) as the `kind` struct."""
+    return msgspec.convert(value, kind, from_attributes=True)
+
+
+def from_wire(value: object, kind: type[T]) -> T:
+    """A wire struct as the engine's own dataclass `kind` (fields the wire omits get defaults)."""
+    try:
+        return msgspec.convert(value, kind, from_attributes=True)
+    except msgspec.ValidationError as exc:
+        raise WireError(str(exc)) from exc
