@@ -158,3 +158,14 @@ async def test_timeout_kills_detached_task(dispatch_lab: LabFactory) -> None:
     (task,) = await _tasks(lab)
     assert task["state"] == "failed" and "timed out" in str(task["error"])
     assert await _active_allocations(lab) == []
+
+
+async def test_unknown_policy_is_bad_input_and_records_no_task(dispatch_lab: LabFactory) -> None:
+    lab = await dispatch_lab(1)
+    script = _script(lab, "echo.py", ECHO)
+    for policy, reason in (("nosuch", "unknown policy 'nosuch'"),
+                           ("no_such_module:score", "cannot import module no_such_module")):
+        result = await lab.cli.run("dispatch", "--policy", policy, str(script))
+        assert result.returncode == 2, result.stderr
+        assert reason in result.stderr
+    assert await _tasks(lab) == []
