@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from fleet.context import FleetContext
 from fleet.errors import StorageError
+from fleet.services.database import DatabaseService
 from fleet.services.discovery import DiscoveryOutcome, DiscoveryService
 from fleet.services.dispatch import DispatchService
 from fleet.services.health import HealthService
@@ -55,6 +56,7 @@ class Fleet:
                                               self.dispatch_service.reconcile_tasks)
         self.health_service = HealthService(self.context)
         self.discovery_service = DiscoveryService(self.context)
+        self.database_service = DatabaseService(self.context)
 
         # hosts
         self.hosts = self.host_service.hosts
@@ -97,6 +99,8 @@ class Fleet:
         self.discovered_hosts = self.discovery_service.discovered_hosts
         self.watch_discovery = self.discovery_service.watch_discovery
         self.adopt = self.discovery_service.adopt
+        # database maintenance
+        self.apply_retention = self.database_service.apply_retention
 
     @property
     def database(self) -> Database:

@@ -7,29 +7,13 @@ from pathlib import Path
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.runner import run_async
 from fleet.render.exit_codes import EXIT_FAILED
 
 
 @click.group("db")
 def db_group() -> None:
     """Maintain the fleet database (backup and check are SQLite-only)."""
-
-
-def _sqlite_url(db_url: str | None) -> str:
-    """The resolved URL; ConfigError (exit 2) when it is not an SQLite file."""
-    from db.backup import NotSqliteError, sqlite_path_of
-    from db.engine import resolve_database_url
-    from db.errors import DatabaseError
-    from fleet.errors import ConfigError, StorageError
-
-    url = resolve_database_url(db_url)
-    try:
-        sqlite_path_of(url)
-    except NotSqliteError as exc:
-        raise ConfigError(str(exc)) from exc
-    except DatabaseError as exc:
-        raise StorageError(str(exc)) from exc
-    return url
 
 
 @db_group.command("backup")
@@ -48,16 +32,10 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
       fleet db backup ~/fleet-$(date +%F).db
       fleet --db /srv/fleet/fleet.db db backup /backup/fleet.db --force
     """
-    from db.backup import backup_sqlite
-    from db.errors import DatabaseError
-    from fleet.errors import StorageError
+    from fleet.services.database import backup
 
     options = global_options(ctx)
-    url = _sqlite_url(options.db_url)
-    try:
-        result = backup_sqlite(url, destination, force=force)
-    except DatabaseError as exc:
-        raise StorageError(str(exc)) from exc
+    result = backup(options.db_url, destination, force=force)
     if options.as_json:
         echo_json({"source": str(result.source), "destination": str(result.destination),
                    "size_bytes": result.size_bytes, "pages": result.pages,
@@ -83,16 +61,10 @@ def db_check(ctx: click.Context) -> int:
       fleet --db /backup/fleet.db db check
       fleet db check --json | jq .problems
     """
-    from db.backup import check_sqlite
-    from db.errors import DatabaseError
-    from fleet.errors import StorageError
+    from fleet.services.database import check
 
     options = global_options(ctx)
-    url = _sqlite_url(options.db_url)
-    try:
-        result = check_sqlite(url)
-    except DatabaseError as exc:
-        raise StorageError(str(exc)) from exc
+    result = check(options.db_url)
     if options.as_json:
         echo_json({"path": str(result.path), "ok": result.ok, "revision": result.revision,
                    "head": result.head, "problems": list(result.problems)})
@@ -124,26 +96,16 @@ def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int
       fleet db retention
       fleet db retention --raw-days 2 --rollup-days 730
     """
-    import time
-
-    from db.errors import DatabaseError
-    from fleet.errors import ConfigError, StorageError
-    from fleet.health.retention import RetentionSettings, apply_retention
-    from fleet.service import open_database
+    from fleet.health.retention import RetentionResult
+    from fleet.service import open as open_fleet
 
     options = global_options(ctx)
-    try:
-        settings = RetentionSettings(raw_days=raw_days, rollup_days=rollup_days)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    database = open_database(options.db_url)
-    try:
-        with database.session() as session:
-            result = apply_retention(session, settings, time.time())
-    except DatabaseError as exc:
-        raise StorageError(f"database error: {exc}") from exc
-    finally:
-        database.close()
+
+    async def run() -> RetentionResult:
+        async with open_fleet(options.db_url, options.inventory_path) as service:
+            return await service.apply_retention(raw_days=raw_days, rollup_days=rollup_days)
+
+    result = run_async(run)
     data = {"rollup_buckets": result.rollup.buckets,
             "gpu_samples_deleted": result.pruned.gpu_samples,
             "host_samples_deleted": result.pruned.host_samples,
