@@ -11,8 +11,7 @@ from fleet.cli.context import echo_json, global_options, host_option, json_optio
 from fleet.cli.runner import run_async
 
 if TYPE_CHECKING:
-    from db.event_queries import EventView
-    from db.types import Severity
+    from fleet.records import EventView, Severity
 
 SEVERITY_CHOICES = ("info", "warning", "error", "critical")
 

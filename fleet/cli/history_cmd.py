@@ -13,7 +13,7 @@ from fleet.cli.history_hosts_cmd import history_hosts
 from fleet.cli.runner import run_async
 
 if TYPE_CHECKING:
-    from db.types import GpuHistoryPoint
+    from fleet.records import GpuHistoryPoint
 
 
 @click.group()

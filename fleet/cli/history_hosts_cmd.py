@@ -12,7 +12,7 @@ from fleet.cli.context import echo_json, global_options, host_option, json_optio
 from fleet.cli.runner import run_async
 
 if TYPE_CHECKING:
-    from db.host_history import HostHistoryPoint
+    from fleet.records import HostHistoryPoint
 
 
 @click.command("hosts")

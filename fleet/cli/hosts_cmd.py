@@ -13,7 +13,7 @@ from fleet.model import HostSpec
 from fleet.render.table import Column, render_table
 
 if TYPE_CHECKING:
-    from db.types import HostRow
+    from fleet.records import HostRow
 
 HOST_COLUMNS = (
     Column("NAME", max_width=32), Column("ADDRESS", max_width=40), Column("PORT", ">"),

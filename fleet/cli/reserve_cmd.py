@@ -12,8 +12,8 @@ from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_option
 from fleet.cli.runner import run_async
 
 if TYPE_CHECKING:
-    from db.allocation_details import AllocationDetail
     from fleet.placement.claim import Claim
+    from fleet.records import AllocationDetail
 
 
 @click.command()

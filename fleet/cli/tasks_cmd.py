@@ -12,7 +12,7 @@ from fleet.cli.signals import stop_on_signals
 from fleet.render.exit_codes import EXIT_FAILED
 
 if TYPE_CHECKING:
-    from db.tasks import TaskRow
+    from fleet.records import TaskRow
 
 DEFAULT_RECENT = 20
 LOST_AFTER_OPTION = click.option(

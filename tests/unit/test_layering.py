@@ -191,6 +191,11 @@ def test_tui_talks_only_to_fleet_service_api() -> None:
     assert layer_violations(ROOT, "tui", {"db", "asyncssh", "sqlalchemy", "zeroconf"}) == {}
 
 
+def test_cli_reaches_storage_only_through_the_service_layer() -> None:
+    """Front ends name stored records through fleet.records and never open the database."""
+    assert layer_violations(ROOT, "fleet/cli", {"db", "sqlalchemy"}) == {}
+
+
 def test_no_import_cycle_through_the_service_layer_or_dispatch() -> None:
     graph = import_graph(ROOT, "fleet")
     watched = [name for name in graph
