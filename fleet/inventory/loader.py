@@ -124,7 +124,13 @@ def _gc_paused() -> Iterator[None]:
 def _read_file(path: Path, fmt: str) -> tuple[Inventory, list[BuiltHost]]:
     """Parse one inventory file in the given (or detected) format."""
     with _gc_paused():
-        return _parse_file(path, fmt)
+        try:
+            return _parse_file(path, fmt)
+        except RecursionError as exc:
+            # Composing and walking nested values recurses; libyaml alone allows 1,000 levels.
+            raise ConfigError(
+                "values are nested too deeply to read (hundreds of levels)", path=str(path)
+            ) from exc
 
 
 def _parse_file(path: Path, fmt: str) -> tuple[Inventory, list[BuiltHost]]:

@@ -146,3 +146,19 @@ def test_garbage_collection_is_back_on_after_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         load_inventory(path)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("loader", [yaml.SafeLoader, getattr(yaml, "CSafeLoader", None)],
+                         ids=["pure-python", "libyaml"])
+def test_deeply_nested_values_are_a_config_error_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loader: type[yaml.SafeLoader] | None
+) -> None:
+    if loader is None:
+        pytest.skip("PyYAML was built without libyaml")
+    monkeypatch.setattr(yamlnodes, "COMPOSE_LOADER", loader)
+    path = tmp_path / "inv.yaml"
+    path.write_text("hosts: [a]\nsettings:\n" + "".join("  " * (level + 1) + "a:\n"
+                                                         for level in range(990)))
+    with pytest.raises(ConfigError, match="nested too deeply") as caught:
+        load_inventory(path)
+    assert caught.value.path == str(path) and caught.value.exit_code == 2
