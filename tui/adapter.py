@@ -1,25 +1,21 @@
-"""The real `FleetService`: maps the TUI's protocol onto `fleet.service.Fleet` and its mixins.
-
-Operations whose mixin is missing from the running build raise FeatureUnavailable, which the
-UI shows as a message instead of crashing.
-"""
+"""The real `FleetService`: the TUI's protocol mapped onto the public `fleet.Fleet` API."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fleet.errors import ConfigError, FleetError, HostKeyRejected
-from fleet.snapshot import AllocationInfo, FleetSnapshot
-from tui.polling import poll_snapshots
+from fleet.errors import ConfigError
+from fleet.snapshot import FleetSnapshot
 from tui.service import (
     AllocationView,
     CandidateView,
+    DiscoveryScope,
     DispatchRequest,
     EventView,
-    FeatureUnavailable,
     GpuHistory,
     HistoryPoint,
     HostKeyFingerprint,
@@ -28,48 +24,38 @@ from tui.service import (
 )
 
 if TYPE_CHECKING:
-    from fleet.service import Fleet
+    from fleet import Fleet
+    from fleet.discovery.candidates import CandidateView as FoundHost
+    from fleet.monitor.config import Settings
+    from fleet.placement.place import PlacementResult
+    from fleet.placement.request import PlacementRequest
+    from fleet.records import TaskRow
 
 HISTORY_POINTS = 120  # plot resolution: the window is bucketed into about this many points
 TASK_LIMIT = 300  # newest tasks listed
 LOG_STOP_S = 5.0  # how long a stopped log follower may take to close its channel
+SCAN_S = 3.0  # one discovery browse from the Discovery screen
+PREVIEW_EXCLUSIONS = 40  # exclusion lines handed to the dispatch dialog
 
 
 class FleetAdapter:
-    """FleetService over a live `Fleet`; `scripts` are offered in the dispatch dialog."""
+    """FleetService over a live `Fleet`.
 
-    def __init__(self, fleet: Fleet, *, poll_interval_s: float = 2.0,
-                 scripts: Sequence[str] = (), owner: str | None = None) -> None:
+    `scripts` are offered in the dispatch dialog; `hosts` narrows the live view (a `--hosts`
+    pattern); `settings` are the monitor's when watch() has to start one in this process.
+    """
+
+    def __init__(self, fleet: Fleet, *, scripts: Sequence[str] = (), owner: str | None = None,
+                 hosts: str | None = None, settings: Settings | None = None) -> None:
         self.fleet = fleet
-        self.poll_interval_s = poll_interval_s
         self.scripts = list(scripts)
         self.owner = owner
-
-    def _feature(self, name: str, what: str) -> Any:
-        """The Fleet method `name`, or FeatureUnavailable naming `what`."""
-        method = getattr(self.fleet, name, None)
-        if not callable(method):
-            raise FeatureUnavailable(what)
-        return method
+        self.hosts = hosts
+        self.settings = settings
 
     async def watch(self) -> AsyncIterator[FleetSnapshot]:
-        watch = getattr(self.fleet, "watch", None)
-        if callable(watch):
-            async for snapshot in watch():
-                yield snapshot
-            return
-        async for snapshot in poll_snapshots(self.fleet, self._allocation_map,
-                                             interval_s=self.poll_interval_s):
+        async for snapshot in self.fleet.watch(self.hosts, settings=self.settings):
             yield snapshot
-
-    async def _allocation_map(self) -> dict[tuple[str, int], AllocationInfo]:
-        allocations = getattr(self.fleet, "allocations", None)
-        if not callable(allocations):
-            return {}
-        return {(a.host, a.gpu_idx): AllocationInfo(
-            allocation_id=a.id, kind=a.kind, owner=a.owner, task_id=a.task_id,
-            task_name=a.task_name, expires_at=a.expires_at, note=a.note)
-            for a in await allocations()}
 
     async def gpu_history(self, host: str, since: float, until: float) -> list[GpuHistory]:
         bucket = max(1, int((until - since) / HISTORY_POINTS))
@@ -84,17 +70,17 @@ class FleetAdapter:
                 for index, series in sorted(by_gpu.items())]
 
     async def tasks(self) -> list[TaskView]:
-        rows = await self._feature("tasks", "task list (dispatch)")(limit=TASK_LIMIT)
-        return [_task_view(row) for row in reversed(rows)]
+        rows = await self.fleet.tasks(limit=TASK_LIMIT)  # oldest first
+        return [task_view(row) for row in reversed(rows)]
 
     async def log_tail(self, task_id: int) -> AsyncIterator[str]:
-        follow = self._feature("follow", "task logs (dispatch)")
         chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
         stop = asyncio.Event()
 
         async def run() -> None:
             try:
-                await follow(task_id, on_output=chunks.put_nowait, stop=stop, follow=True)
+                await self.fleet.follow(task_id, on_output=chunks.put_nowait, stop=stop,
+                                        follow=True)
             finally:
                 chunks.put_nowait(None)
 
@@ -116,18 +102,17 @@ class FleetAdapter:
                 follower.cancel()
 
     async def cancel(self, task_id: int) -> None:
-        await self._feature("cancel", "cancel (dispatch)")(task_id)
+        await self.fleet.cancel(task_id)
 
     async def events(self, limit: int = 500) -> list[EventView]:
-        rows = await self.fleet.events(limit=limit)
+        rows = await self.fleet.events(limit=limit, newest_first=True)
         return [EventView(row.id, float(row.ts), row.severity, row.kind, row.message, row.host,
                           row.gpu_idx, row.task_id) for row in rows]
 
     async def allocations(self) -> list[AllocationView]:
-        rows = await self._feature("allocations", "allocations (placement)")()
-        return [AllocationView(a.id, a.kind, a.owner, a.host, a.gpu_idx, float(a.created_at),
-                               a.task_id, None if a.expires_at is None else float(a.expires_at),
-                               a.note) for a in rows]
+        return [AllocationView(a.id, a.kind, a.owner, a.host, a.gpu_idx, a.created_at,
+                               a.task_id, a.expires_at, a.note)
+                for a in await self.fleet.allocations()]
 
     async def reserve(self, host: str, gpu_indices: Sequence[int], duration_s: float | None,
                       note: str | None) -> list[AllocationView]:
@@ -139,9 +124,7 @@ class FleetAdapter:
             claim, self.fleet.database, host, list(gpu_indices), kind="reservation",
             owner=self.owner or current_owner(), note=note, expires_at=expires)
         return [AllocationView(allocation_id, made.kind, made.owner, host, index,
-                               float(made.created_at), None,
-                               None if made.expires_at is None else float(made.expires_at),
-                               made.note)
+                               made.created_at, None, made.expires_at, made.note)
                 for allocation_id, index in zip(made.allocation_ids, made.gpu_indices,
                                                 strict=True)]
 
@@ -149,26 +132,21 @@ class FleetAdapter:
         await self.fleet.release([allocation_id])
 
     async def drain(self, host: str, gpu_index: int | None, reason: str) -> None:
-        await self._set_drain(host, gpu_index, True, reason)
+        await self.fleet.drain(_drain_target(host, gpu_index), reason, by=self.owner)
 
     async def undrain(self, host: str, gpu_index: int | None) -> None:
-        await self._set_drain(host, gpu_index, False, None)
-
-    async def _set_drain(self, host: str, gpu_index: int | None, drained: bool,
-                         reason: str | None) -> None:
-        target = host if gpu_index is None else f"{host}:{gpu_index}"
-        if drained:
-            await self.fleet.drain(target, reason, by=self.owner)
-        else:
-            await self.fleet.undrain(target, by=self.owner)
+        await self.fleet.undrain(_drain_target(host, gpu_index), by=self.owner)
 
     async def candidates(self) -> list[CandidateView]:
-        views = await self._feature("discovered_hosts", "discovery")()
-        return [CandidateView(
-            key=f"{v.address}:{v.ssh_port}", name=v.name, address=v.address, port=v.ssh_port,
-            source=",".join(v.service_types), state=v.state,
-            gpu_summary=(f"{v.gpu_count}× {v.gpu_model or 'GPU'}" if v.gpu_count else None),
-            last_seen=float(v.last_seen)) for v in views]
+        return [_candidate_view(view) for view in await self.fleet.discovered_hosts()]
+
+    async def scan(self) -> list[CandidateView]:
+        outcome = await self.fleet.discover(timeout=SCAN_S)
+        return [_candidate_view(view) for view in outcome.views]
+
+    def discovery_scope(self) -> DiscoveryScope:
+        settings = self.fleet.discovery_settings()
+        return DiscoveryScope(tuple(settings.service_types), tuple(settings.interfaces))
 
     async def host_key(self, candidate_key: str) -> HostKeyFingerprint:
         from fleet.model import HostSpec
@@ -180,45 +158,64 @@ class FleetAdapter:
         return HostKeyFingerprint(key_type, fingerprint)
 
     async def adopt(self, candidate_key: str, fingerprint: HostKeyFingerprint) -> str:
-        presented = await self.host_key(candidate_key)
-        if presented != fingerprint:
-            raise HostKeyRejected(candidate_key, "the host key changed since you confirmed it "
-                                  f"({fingerprint.sha256} -> {presented.sha256}); not adopted")
-        result = await self._feature("adopt", "adopt (discovery)")(candidate_key,
-                                                                   accept_new=True)
-        spec = getattr(result, "spec", None)
-        return str(getattr(spec, "name", candidate_key))
+        result = await self.fleet.adopt(candidate_key, expected_fingerprint=fingerprint.sha256)
+        return result.name
 
     async def preview(self, request: DispatchRequest) -> PlacementPreview:
-        from fleet.placement.explain import render_explain
-
-        result = await self.fleet.place(_placement_request(request))
-        lines = tuple(line.rstrip() for line in render_explain(result).splitlines()
-                      if line.strip())
-        indices = tuple(g.index for g in result.gpus)
-        return PlacementPreview(result.host is not None, result.host, indices, lines)
+        return placement_preview(await self.fleet.place(_placement_request(request)))
 
     async def dispatch(self, request: DispatchRequest) -> TaskView:
-        from pathlib import Path
-
         from fleet.dispatch.lifecycle import DispatchRequest as FleetDispatchRequest
 
-        submit = self._feature("submit", "dispatch")
-        started = await submit(FleetDispatchRequest(
+        started = await self.fleet.submit(FleetDispatchRequest(
             script=Path(request.script), placement=_placement_request(request),
             args=request.args, name=request.name, owner=self.owner))
-        return _task_view(await self.fleet.task(started.task_id))
+        return task_view(await self.fleet.task(started.task_id))
 
     def suggested_scripts(self) -> list[str]:
         return list(self.scripts)
 
 
-def _placement_request(request: DispatchRequest) -> Any:
-    from fleet.placement.request import MemorySize, PlacementRequest
+def placement_preview(result: PlacementResult) -> PlacementPreview:
+    """The dialog's view of a placement: the eligible GPUs, best first, and every exclusion."""
+    eligible = tuple(
+        f"{'*' if item.chosen else ' '} {item.gpu.host}:{item.gpu.index}  score "
+        f"{item.score:.2f}  {item.gpu.model or 'GPU'}" for item in result.scored)
+    exclusions = tuple(
+        f"{e.host if e.index is None else f'{e.host}:{e.index}'}: {'; '.join(e.reasons)}"
+        for e in result.exclusions[:PREVIEW_EXCLUSIONS])
+    if len(result.exclusions) > PREVIEW_EXCLUSIONS:
+        exclusions += (f"… and {len(result.exclusions) - PREVIEW_EXCLUSIONS} more",)
+    return PlacementPreview(result.host is not None, result.host, result.gpu_indices,
+                            eligible, exclusions)
 
-    memory = (None if request.min_free_memory_bytes is None
-              else MemorySize(bytes=request.min_free_memory_bytes))
-    return PlacementRequest(gpus=request.gpus, min_free_memory=memory, hosts=request.hosts)
+
+def task_view(row: TaskRow) -> TaskView:
+    """The tasks screen's view of a stored task."""
+    return TaskView(
+        task_id=row.id, name=row.name, state=row.state, owner=row.owner, host=row.host,
+        gpus=tuple(gpu.idx for gpu in row.gpus), submitted_at=float(row.submitted_at),
+        started_at=_optional_float(row.started_at), ended_at=_optional_float(row.ended_at),
+        exit_code=row.exit_code, error=row.error)
+
+
+def _candidate_view(view: FoundHost) -> CandidateView:
+    return CandidateView(
+        key=f"{view.address}:{view.ssh_port}", name=view.name, address=view.address,
+        port=view.ssh_port, source=",".join(view.service_types), state=view.state,
+        gpu_summary=(f"{view.gpu_count}× {view.gpu_model or 'GPU'}" if view.gpu_count else None),
+        last_seen=float(view.last_seen))
+
+
+def _placement_request(request: DispatchRequest) -> PlacementRequest:
+    from fleet.placement.request import PlacementRequest
+
+    return PlacementRequest(gpus=request.gpus, min_free_memory=request.min_free_memory,
+                            hosts=request.hosts)
+
+
+def _drain_target(host: str, gpu_index: int | None) -> str:
+    return host if gpu_index is None else f"{host}:{gpu_index}"
 
 
 def _split_key(key: str) -> tuple[str, int]:
@@ -228,26 +225,5 @@ def _split_key(key: str) -> tuple[str, int]:
     return address.strip("[]"), int(port)
 
 
-def _seconds(value: object) -> float | None:
-    """Epoch seconds from seconds or milliseconds (db rows use both), or None."""
-    if not isinstance(value, int | float):
-        return None
-    return float(value) / 1000 if value > 1e11 else float(value)
-
-
-def _task_view(row: Any) -> TaskView:
-    """A TaskView from whatever task record dispatch returns (attribute names as in db.Task)."""
-    try:
-        task_id = int(row.id if hasattr(row, "id") else row.task_id)
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise FleetError(f"unexpected task record from fleet: {row!r}") from exc
-    gpus = [getattr(g, "idx", g) for g in getattr(row, "gpus", ()) or ()]
-    return TaskView(
-        task_id=task_id, name=str(getattr(row, "name", f"task {task_id}")),
-        state=str(getattr(row, "state", "unknown")), owner=str(getattr(row, "owner", "")),
-        host=getattr(row, "host", None) if isinstance(getattr(row, "host", None), str) else None,
-        gpus=tuple(int(g) for g in gpus if isinstance(g, int)),
-        submitted_at=_seconds(getattr(row, "submitted_at", None)),
-        started_at=_seconds(getattr(row, "started_at", None)),
-        ended_at=_seconds(getattr(row, "ended_at", None)),
-        exit_code=getattr(row, "exit_code", None), error=getattr(row, "error", None))
+def _optional_float(value: int | None) -> float | None:
+    return None if value is None else float(value)

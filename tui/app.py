@@ -23,19 +23,21 @@ from tui.screens.events import EventsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.tasks import TasksScreen
-from tui.service import FleetService
+from tui.service import FleetService, TaskView
 
 # (action on the screen, palette title, help) offered when the current screen has the action.
 SCREEN_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("toggle_expand", "Expand / collapse host", "Show or hide the GPU rows of the selected host"),
     ("cycle_sort", "Cycle sort order", "Sort hosts by name, util, memory, temp, free, state"),
-    ("filter", "Filter", "Filter rows by text (@group, key=value, state:down)"),
+    ("filter", "Filter", "Filter rows (name, gpu*, @group, label:key=value, state:down)"),
     ("toggle_free", "Toggle free GPUs only", "Show only hosts with a free GPU"),
     ("toggle_drain", "Drain / undrain", "Stop or resume placing work on the selected host/GPU"),
     ("reserve", "Reserve GPU(s)", "Reserve the selected GPU (or the host's free GPUs) for 1 h"),
     ("cancel_task", "Cancel task", "Cancel the selected task"),
     ("release", "Release reservation", "Release the selected reservation"),
     ("cycle_severity", "Cycle minimum severity", "Show only events at or above a severity"),
+    ("show_event", "Show the whole event", "The selected event's full message"),
+    ("scan", "Scan the network", "Browse mDNS once for hosts to adopt"),
 )
 MODE_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("fleet", "Show fleet overview", "Every host and GPU, live"),
@@ -122,7 +124,18 @@ class FleetApp(App[None]):
 
     def action_dispatch(self) -> None:
         if not isinstance(self.screen, DispatchScreen):
-            self.push_screen(DispatchScreen(self.service))
+            self.push_screen(DispatchScreen(self.service), self._dispatched)
+
+    def _dispatched(self, task: TaskView | None) -> None:
+        """After a submit: the tasks screen, following the new task's log."""
+        if task is None:
+            return
+        self.notify(f"dispatched task {task.task_id} ({task.name})"
+                    + (f" on {task.host}" if task.host else ""), timeout=4)
+        self.switch_mode("tasks")
+        screen = self.screen
+        if isinstance(screen, TasksScreen):
+            screen.follow_task(task)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

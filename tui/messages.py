@@ -63,10 +63,9 @@ class LogLines(Message):
 
 @dataclass
 class EventsLoaded(Message):
-    """The event list was (re)loaded."""
+    """The event list was (re)loaded, newest first."""
 
     events: list[EventView]
-    note: str | None = None  # shown instead of the list (e.g. events not available)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, EventsLoaded)
@@ -105,6 +104,20 @@ class FingerprintFetched(Message):
 
     candidate: CandidateView
     fingerprint: HostKeyFingerprint
+
+
+@dataclass
+class TaskSubmitted(Message):
+    """The dispatch dialog's task was submitted; its log opens next."""
+
+    task: TaskView
+
+
+@dataclass
+class CandidatesScanned(Message):
+    """A discovery scan finished; `found` is how many candidates answered it."""
+
+    found: int
 
 
 @dataclass

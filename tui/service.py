@@ -1,8 +1,8 @@
 """What the TUI needs from fleet: the `FleetService` protocol and the small view types it returns.
 
 The live view uses fleet's own snapshot types (fleet.snapshot); everything else is a TUI-side
-frozen dataclass so the screens never depend on how (or whether yet) fleet stores it. Tests drive
-the app with a fake implementation; tui/adapter.py implements it over `fleet.service.Fleet`.
+frozen dataclass so the screens never depend on how fleet stores it. Times are epoch seconds.
+Tests drive the app with a fake implementation; tui/adapter.py implements it over `fleet.Fleet`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fleet.errors import FleetError
+from fleet.placement.request import MemorySize
 from fleet.snapshot import FleetSnapshot
-
-
-class FeatureUnavailable(FleetError):
-    """The running build of fleet does not provide this operation yet; shown, never a crash."""
-
-    def __init__(self, feature: str) -> None:
-        self.feature = feature
-        super().__init__(f"{feature}: not available in this build of fleet")
 
 
 @dataclass(frozen=True)
@@ -88,9 +80,9 @@ class AllocationView:
     owner: str
     host: str
     gpu_index: int
-    created_at: float
+    created_at: int  # epoch seconds
     task_id: int | None = None
-    expires_at: float | None = None
+    expires_at: int | None = None  # epoch seconds; None: until released
     note: str | None = None
 
 
@@ -123,7 +115,7 @@ class DispatchRequest:
     script: str
     args: tuple[str, ...] = ()
     gpus: int = 1
-    min_free_memory_bytes: int | None = None
+    min_free_memory: MemorySize | None = None  # as fleet.placement.request parses it
     hosts: str | None = None  # a --hosts pattern
     name: str | None = None
 
@@ -135,7 +127,16 @@ class PlacementPreview:
     feasible: bool
     host: str | None
     gpu_indices: tuple[int, ...]
-    explanation: tuple[str, ...] = field(default=())
+    explanation: tuple[str, ...] = field(default=())  # the eligible GPUs, best first
+    exclusions: tuple[str, ...] = field(default=())  # "host[:gpu]: why not", one per line
+
+
+@dataclass(frozen=True)
+class DiscoveryScope:
+    """Where discovery looks: mDNS service types and interfaces (empty: every interface)."""
+
+    service_types: tuple[str, ...]
+    interfaces: tuple[str, ...]
 
 
 class FleetService(Protocol):
@@ -162,7 +163,7 @@ class FleetService(Protocol):
         ...
 
     async def events(self, limit: int = 500) -> list[EventView]:
-        """The most recent events, newest first."""
+        """The most recent `limit` events, newest first."""
         ...
 
     async def allocations(self) -> list[AllocationView]:
@@ -196,7 +197,18 @@ class FleetService(Protocol):
         ...
 
     async def adopt(self, candidate_key: str, fingerprint: HostKeyFingerprint) -> str:
-        """Pin the confirmed key and add the candidate to the fleet; returns the host name."""
+        """Pin exactly the confirmed key and add the candidate; returns the managed host's name.
+
+        Raises HostKeyRejected when the host now presents another key.
+        """
+        ...
+
+    async def scan(self) -> list[CandidateView]:
+        """Browse the network once (a few seconds), record what answers; the candidates."""
+        ...
+
+    def discovery_scope(self) -> DiscoveryScope:
+        """What discovery browses for and where (shown when nothing was found)."""
         ...
 
     async def preview(self, request: DispatchRequest) -> PlacementPreview:

@@ -12,6 +12,7 @@ from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnaps
 from tui.service import (
     AllocationView,
     CandidateView,
+    DiscoveryScope,
     DispatchRequest,
     EventView,
     GpuHistory,
@@ -22,6 +23,7 @@ from tui.service import (
 )
 
 NOW = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: every test sees this clock
+NOW_S = int(NOW)  # the same, as the integer epoch seconds fleet stores
 GIB = 1024**3
 LONG_NAME = "a-very-long-hostname-for-the-gpu-cluster-node-0042"
 
@@ -97,6 +99,7 @@ class FakeService:
                                                           for i in range(5)])
     fail_dispatch: bool = False
     next_task_id: int = 40
+    scan_finds: list[CandidateView] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.queue: asyncio.Queue[FleetSnapshot] = asyncio.Queue()
@@ -110,10 +113,10 @@ class FakeService:
                      NOW - 11990, NOW - 11900, 1, "exit 1"),
         ]
         self.allocation_list = [
-            AllocationView(1, "task", "ana", "atlas", 0, NOW - 3990, task_id=12),
-            AllocationView(3, "task", "ana", "atlas", 1, NOW - 3990, task_id=12),
-            AllocationView(2, "reservation", "bob", "atlas", 2, NOW - 600,
-                           expires_at=NOW + 3000, note="benchmarking"),
+            AllocationView(1, "task", "ana", "atlas", 0, NOW_S - 3990, task_id=12),
+            AllocationView(3, "task", "ana", "atlas", 1, NOW_S - 3990, task_id=12),
+            AllocationView(2, "reservation", "bob", "atlas", 2, NOW_S - 600,
+                           expires_at=NOW_S + 3000, note="benchmarking"),
         ]
         self.candidate_list = [
             CandidateView("10.0.0.77:22", "gpu-new-01", "10.0.0.77", 22, "_fleet._tcp",
@@ -176,8 +179,8 @@ class FakeService:
         taken = {(a.host, a.gpu_index) for a in self.allocation_list}
         if any((host, i) in taken for i in gpu_indices):
             raise AllocationConflict(f"{host} GPU {list(gpu_indices)} already allocated")
-        made = [AllocationView(100 + i, "reservation", "you", host, i, NOW,
-                               expires_at=NOW + (duration_s or 0), note=note)
+        made = [AllocationView(100 + i, "reservation", "you", host, i, NOW_S,
+                               expires_at=NOW_S + int(duration_s or 0), note=note)
                 for i in gpu_indices]
         self.allocation_list += made
         return made
@@ -218,16 +221,28 @@ class FakeService:
         self.calls.append(("adopt", candidate_key, fingerprint.sha256))
         self.candidate_list = [replace(c, state="adopted") if c.key == candidate_key else c
                                for c in self.candidate_list]
-        return candidate_key
+        return next(c.name for c in self.candidate_list if c.key == candidate_key)
+
+    async def scan(self) -> list[CandidateView]:
+        self.calls.append(("scan",))
+        self.candidate_list = self.candidate_list + self.scan_finds
+        return list(self.candidate_list)
+
+    def discovery_scope(self) -> DiscoveryScope:
+        return DiscoveryScope(("_ssh._tcp", "_fleet._tcp"), ("veth-lab",))
 
     async def preview(self, request: DispatchRequest) -> PlacementPreview:
         self.calls.append(("preview", request.script, request.gpus))
+        excluded = ("draco: host is unreachable (no answer within 10s)",
+                    "eridanus: host drained: maintenance",
+                    "boreas:1: in use by 1 process not started by fleet")
         if request.gpus > 4:
-            return PlacementPreview(False, None, (), (
-                f"atlas: only 5 free GPUs, need {request.gpus}", "cygnus: only 2 free GPUs"))
+            return PlacementPreview(False, None, (), (), (
+                f"atlas: only 5 eligible GPUs on this host, {request.gpus} needed on one host",
+                "cygnus: only 2 eligible GPUs on this host", *excluded))
         return PlacementPreview(True, "cygnus", tuple(range(request.gpus)), (
-            "cygnus: score 0.98 (2 free, coolest)", "atlas: score 0.71 (5 free, busy host)",
-            "draco: excluded: host unreachable", "eridanus: excluded: drained"))
+            "* cygnus:0  score 3.15  NVIDIA GeForce RTX 4090",
+            "  atlas:3  score 2.71  NVIDIA H100 80GB HBM3"), excluded)
 
     async def dispatch(self, request: DispatchRequest) -> TaskView:
         self.calls.append(("dispatch", request.script, request.gpus, request.args))

@@ -3,16 +3,20 @@ dispatch (with preview) and adopt (with fingerprint confirmation); errors shown,
 
 from __future__ import annotations
 
-from textual.widgets import Button, Input, Static
+import pytest
+from textual.widgets import Button, Footer, Input, Log, Static
+from textual.widgets._footer import FooterKey
 
+from fleet.errors import ConfigError, StorageError
+from fleet.placement.request import MemorySize
 from tests.tui.conftest import settle
-from tests.tui.fake_service import FakeService
+from tests.tui.fake_service import NOW, FakeService
 from tui.app import FleetApp
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.dispatch import DispatchScreen, parse_size
+from tui.screens.dispatch import DispatchScreen, parse_min_free_memory
+from tui.screens.help import HELP_TEXT
 from tui.screens.overview import OverviewScreen
 from tui.screens.tasks import TasksScreen
-from tui.service import FeatureUnavailable
 from tui.widgets.fleet_table import FleetTable
 from tui.widgets.keyed_table import KeyedTable
 
@@ -134,7 +138,9 @@ async def test_dispatch_previews_then_submits(app: FleetApp, fake: FakeService) 
         await pilot.press("enter")
         await settle(pilot)
         preview = str(dialog.query_one("#preview", Static).render())
-        assert "would run on cygnus GPU 0, 1" in preview and "excluded: drained" in preview
+        assert "would run on cygnus GPU 0, 1" in preview
+        assert "excluded (3)" in preview and "eridanus: host drained" in preview
+        assert "boreas:1: in use by 1 process not started by fleet" in preview
         assert not dialog.query_one("#submit", Button).disabled
         await pilot.click("#submit")
         await settle(pilot)
@@ -194,33 +200,75 @@ async def test_adopt_shows_the_fingerprint_before_adopting(app: FleetApp, fake: 
             == "adopted"
 
 
-class NoEvents(FakeService):
+class BrokenEvents(FakeService):
     async def events(self, limit: int = 500) -> list:  # type: ignore[type-arg]
-        raise FeatureUnavailable("event list (health)")
+        raise StorageError("cannot read events: database is locked")
 
 
-async def test_missing_feature_is_a_notification_not_a_crash() -> None:
-    from tests.tui.fake_service import NOW
-
-    app = FleetApp(NoEvents(), clock=lambda: NOW)
+async def test_a_failing_service_call_is_a_notification_not_a_crash() -> None:
+    app = FleetApp(BrokenEvents(), clock=lambda: NOW)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)
         messages = [n.message for n in app._notifications]
-        assert any("not available in this build" in m for m in messages)
+        assert any("database is locked" in m for m in messages)
         await pilot.press("f")
         await settle(pilot)
         assert isinstance(app.screen, OverviewScreen)
 
 
-def test_memory_sizes_parse_with_binary_units() -> None:
-    assert parse_size("20G") == 20 * 1024**3
-    assert parse_size("512m") == 512 * 1024**2
-    assert parse_size(" ") is None
-    import pytest
+def test_min_free_memory_is_parsed_as_dispatch_parses_it() -> None:
+    assert parse_min_free_memory("20G") == MemorySize(bytes=20 * 1024**3)
+    assert parse_min_free_memory("512m") == MemorySize(bytes=512 * 1024**2)
+    assert parse_min_free_memory("80%") == MemorySize(fraction=0.8)
+    assert parse_min_free_memory(" ") is None
+    with pytest.raises(ConfigError, match="min free mem 'lots'"):
+        parse_min_free_memory("lots")
 
-    from fleet.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="memory size 'lots'"):
-        parse_size("lots")
+async def test_a_percentage_reaches_the_placement_request(app: FleetApp, fake: FakeService
+                                                          ) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, DispatchScreen)
+        dialog.query_one("#min-mem", Input).value = "50%"
+        assert dialog.request().min_free_memory == MemorySize(fraction=0.5)
+
+
+async def test_ctrl_s_is_shown_in_the_dialog_its_footer_and_help(app: FleetApp) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, DispatchScreen)
+        title = str(dialog.query_one(".dialog-title", Static).render())
+        assert "Ctrl+S: submit" in title
+        assert "Ctrl+S" in str(dialog.query_one("#submit", Button).label)
+        footer = {(key.key, key.description) for key in dialog.query_one(Footer).query(FooterKey)}
+        assert ("ctrl+s", "Submit") in footer
+        assert "Ctrl+S" in HELP_TEXT and "Dispatch dialog" in HELP_TEXT
+
+
+async def test_after_a_submit_the_new_tasks_log_opens(app: FleetApp, fake: FakeService) -> None:
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "enter")  # follow task 12 first: not what must open later
+        await settle(pilot)
+        await pilot.press("f", "d")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TasksScreen)
+        assert screen.followed == 40
+        assert "log of task 40" in str(screen.query_one("#log-title", Static).render())
+        lines = screen.query_one("#task-log", Log).lines
+        assert lines and all(line.startswith("[task 40]") for line in lines)
+        assert screen.query_one(KeyedTable).selected_key == "40"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from typing import ClassVar
 
@@ -10,34 +9,30 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Footer, Input, Label, Static
 
 from fleet.errors import ConfigError, FleetError
-from tui.messages import ActionDone, PreviewReady, ServiceFailed
-from tui.service import DispatchRequest, FleetService, PlacementPreview
+from fleet.placement.request import MemorySize, parse_memory_size
+from tui.messages import PreviewReady, ServiceFailed, TaskSubmitted
+from tui.service import DispatchRequest, FleetService, PlacementPreview, TaskView
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(text: str) -> int | None:
-    """`20G`, `512M`, `1.5T` (binary units) as bytes; empty is None; anything else a ConfigError."""
-    if not text.strip():
-        return None
-    match = _SIZE.match(text)
-    if match is None:
-        raise ConfigError(f"memory size {text!r}: expected a number with K, M, G or T")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+PREVIEW_ELIGIBLE = 5  # eligible GPUs listed in the preview (best first); exclusions follow
+KEYS_HINT = "Enter: preview · Ctrl+S: submit · Esc: close"
 
 
-class DispatchScreen(ModalScreen[None]):
-    """Fill in the request, preview where it would run and why, then submit."""
+def parse_min_free_memory(text: str) -> MemorySize | None:
+    """The dialog's "Min free mem" as fleet parses --min-free-mem (20G, 512M, 80%); empty: None."""
+    return parse_memory_size(text, what="min free mem") if text.strip() else None
+
+
+class DispatchScreen(ModalScreen[TaskView | None]):
+    """Fill in the request, preview where it would run and why, then submit (the new task)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close"),
-                Binding("ctrl+s", "submit", "Submit", show=False)]
+                Binding("ctrl+s", "submit", "Submit", priority=True)]
 
     def __init__(self, service: FleetService) -> None:
         super().__init__()
@@ -48,7 +43,8 @@ class DispatchScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         scripts = self.service.suggested_scripts()
         with Vertical(classes="dialog dispatch"):
-            yield Static("Dispatch a task", classes="dialog-title")
+            yield Static(f"[b]Dispatch a task[/b]   [dim]{KEYS_HINT}[/dim]",
+                         classes="dialog-title")
             with Horizontal(classes="field"):
                 yield Label("Script", classes="field-label")
                 yield Input(value=scripts[0] if scripts else "", id="script",
@@ -61,15 +57,17 @@ class DispatchScreen(ModalScreen[None]):
                 yield Label("GPUs", classes="field-label")
                 yield Input(value="1", id="gpus", type="integer")
                 yield Label("Min free mem", classes="field-label")
-                yield Input(id="min-mem", placeholder="e.g. 20G")
+                yield Input(id="min-mem", placeholder="e.g. 20G or 50%")
             with Horizontal(classes="field"):
                 yield Label("Hosts", classes="field-label")
                 yield Input(id="hosts", placeholder="pattern: gpu*, @group, label:k=v (optional)")
-            yield Static("Enter or Preview shows where it would run.", id="preview")
+            with VerticalScroll(id="preview-box"):
+                yield Static("Enter or Preview shows where it would run.", id="preview")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Preview", id="preview-button")
-                yield Button("Submit", variant="primary", id="submit", disabled=True)
+                yield Button("Submit (Ctrl+S)", variant="primary", id="submit", disabled=True)
                 yield Button("Close", id="close")
+        yield Footer()
 
     def request(self) -> DispatchRequest:
         """The request as typed (raises ConfigError for bad values)."""
@@ -86,7 +84,7 @@ class DispatchScreen(ModalScreen[None]):
             raise ConfigError(f"arguments: {exc}") from exc
         return DispatchRequest(
             script=script, args=args, gpus=gpus,
-            min_free_memory_bytes=parse_size(self.query_one("#min-mem", Input).value),
+            min_free_memory=parse_min_free_memory(self.query_one("#min-mem", Input).value),
             hosts=self.query_one("#hosts", Input).value.strip() or None)
 
     @on(Input.Submitted)
@@ -122,8 +120,17 @@ class DispatchScreen(ModalScreen[None]):
                         style="bold green")
         else:
             text.append("no placement possible now\n", style="bold red")
-        for line in preview.explanation[:12]:
-            text.append(f"  {line}\n")
+        if preview.explanation:
+            text.append(f"eligible ({len(preview.explanation)}, best first):\n", style="bold")
+            for line in preview.explanation[:PREVIEW_ELIGIBLE]:
+                text.append(f"  {line}\n")
+            if len(preview.explanation) > PREVIEW_ELIGIBLE:
+                text.append(f"  … {len(preview.explanation) - PREVIEW_ELIGIBLE} more\n")
+        if preview.exclusions:
+            text.append(f"excluded ({len(preview.exclusions)}):\n", style="bold")
+            for line in preview.exclusions:
+                text.append(f"  {line}\n")
+        text.rstrip()
         self._show_preview_text(text)
         self.query_one("#submit", Button).disabled = not preview.feasible
 
@@ -157,14 +164,12 @@ class DispatchScreen(ModalScreen[None]):
         except FleetError as exc:
             self.post_message(ServiceFailed("dispatch", str(exc)))
             return
-        self.post_message(ActionDone(f"dispatched task {task.task_id} ({task.name})"
-                                     + (f" on {task.host}" if task.host else "")))
+        self.post_message(TaskSubmitted(task))
 
-    @on(ActionDone)
-    def submitted(self, message: ActionDone) -> None:
+    @on(TaskSubmitted)
+    def submitted(self, message: TaskSubmitted) -> None:
         message.stop()
-        self.app.post_message(ActionDone(message.summary))
-        self.dismiss(None)
+        self.dismiss(message.task)
 
     @on(Button.Pressed, "#close")
     def action_close(self) -> None:

@@ -39,6 +39,7 @@ class TasksScreen(FleetScreen):
         super().__init__()
         self.tasks: dict[int, TaskView] = {}
         self.followed: int | None = None
+        self._select_when_listed: int | None = None  # a task to put the cursor on once listed
 
     def compose(self) -> ComposeResult:
         yield Static("Tasks — Enter: follow log · x: cancel · d: dispatch", id="tasks-title")
@@ -51,6 +52,8 @@ class TasksScreen(FleetScreen):
         self.query_one("#tasks", KeyedTable).focus()
         self.load_tasks()
         self.set_interval(REFRESH_S, self.load_tasks)
+        if self.followed is not None:
+            self._start_following(self.followed, self.tasks.get(self.followed))
 
     @work(exclusive=True, group="tasks")
     async def load_tasks(self) -> None:
@@ -65,8 +68,21 @@ class TasksScreen(FleetScreen):
     def tasks_loaded(self, message: TasksLoaded) -> None:
         now = self.now()
         self.tasks = {t.task_id: t for t in message.tasks}
-        self.query_one("#tasks", KeyedTable).sync(
-            {str(t.task_id): _task_cells(t, now) for t in message.tasks})
+        table = self.query_one("#tasks", KeyedTable)
+        table.sync({str(t.task_id): _task_cells(t, now) for t in message.tasks})
+        wanted = self._select_when_listed
+        if wanted is not None and str(wanted) in table.rows_by_key:
+            self._select_when_listed = None
+            table.move_cursor(row=table.get_row_index(str(wanted)))
+
+    def follow_task(self, task: TaskView) -> None:
+        """Follow `task`'s log now (a task just submitted) and select it once it is listed."""
+        self.tasks.setdefault(task.task_id, task)
+        self.followed = task.task_id
+        self._select_when_listed = task.task_id
+        if self.is_mounted:
+            self._start_following(task.task_id, task)
+            self.load_tasks()
 
     def selected_task(self) -> TaskView | None:
         """The task under the cursor."""
@@ -80,12 +96,14 @@ class TasksScreen(FleetScreen):
         if task is None:
             return
         self.followed = task.task_id
-        log = self.query_one("#task-log", Log)
-        log.clear()
+        self._start_following(task.task_id, task)
+
+    def _start_following(self, task_id: int, task: TaskView | None) -> None:
+        self.query_one("#task-log", Log).clear()
+        name = f" ({fmt.safe_cell(task.name)})" if task is not None else ""
         self.query_one("#log-title", Static).update(
-            Text(f"log of task {task.task_id} ({fmt.safe_cell(task.name)}) — following",
-                 style="bold"))
-        self.follow_log(task.task_id)
+            Text(f"log of task {task_id}{name} — following", style="bold"))
+        self.follow_log(task_id)
 
     @work(exclusive=True, group="log")
     async def follow_log(self, task_id: int) -> None:
