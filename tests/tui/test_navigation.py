@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from tests.tui.conftest import settle
 from tests.tui.fake_service import LONG_NAME, FakeService
@@ -15,6 +15,7 @@ from tui.screens.host_detail import GpuPanel, HostDetailScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.tasks import TasksScreen
 from tui.widgets.fleet_table import FleetTable
+from tui.widgets.history_plot import HistoryPlot
 from tui.widgets.keyed_table import KeyedTable
 
 
@@ -49,7 +50,7 @@ async def test_enter_opens_host_detail_with_history_and_escape_returns(
         assert ("history", "boreas", 15 * 60) in fake.calls
         panels = list(screen.query(GpuPanel))
         assert [p.gpu_key for p in panels] == [f"boreas:{i}" for i in range(4)]
-        assert any(v > 0 for v in panels[0].query_one(".plot-util", Sparkline).data or [])
+        assert any(v for v in panels[0].query_one(".plot-util", HistoryPlot).values)
         title = str(screen.query_one("#detail-title", Static).render())
         assert "boreas" in title and "15 min" in title
         await pilot.press("right_square_bracket")

@@ -12,10 +12,10 @@ from textual.widgets import DataTable, Footer, Static
 
 from fleet.errors import FleetError
 from tui import format as fmt
-from tui.messages import CandidatesLoaded, FingerprintFetched
+from tui.messages import ActionDone, CandidatesLoaded, CandidatesScanned, FingerprintFetched
 from tui.screens.base import FleetScreen, report_failure
 from tui.screens.confirm import ConfirmScreen
-from tui.service import CandidateView
+from tui.service import CandidateView, DiscoveryScope, HostKeyFingerprint
 from tui.widgets.keyed_table import KeyedTable
 
 CANDIDATE_COLUMNS = (("name", "Name", 18), ("address", "Address", 22), ("source", "Seen via", 16),
@@ -27,20 +27,25 @@ class DiscoveryScreen(FleetScreen):
     """Candidates from mDNS (and other sources) that are not in the fleet yet."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "scan", "Scan now"),
         Binding("escape", "app.switch_mode('fleet')", "Fleet", show=False)]
 
     def __init__(self) -> None:
         super().__init__()
         self.candidates: dict[str, CandidateView] = {}
+        self.scanning = False
 
     def compose(self) -> ComposeResult:
-        yield Static("Discovery — Enter: adopt the candidate (you confirm its host key first)",
-                     id="discovery-title")
+        yield Static("Discovery — Enter: adopt the candidate (you confirm its host key first)"
+                     " · s: scan now", id="discovery-title")
+        yield Static(id="discovery-empty")
         yield KeyedTable(CANDIDATE_COLUMNS, id="candidates")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(KeyedTable).focus()
+        self.query_one("#discovery-empty", Static).update(
+            empty_explanation(self.service.discovery_scope()))
         self.load()
         self.set_interval(REFRESH_S, self.load)
 
@@ -58,9 +63,33 @@ class DiscoveryScreen(FleetScreen):
         now = self.now()
         self.candidates = {c.key: c for c in message.candidates}
         self.query_one(KeyedTable).sync({c.key: _cells(c, now) for c in message.candidates})
+        self.query_one("#discovery-empty", Static).display = not message.candidates
 
     def refresh_data(self) -> None:
         self.load()
+
+    def action_scan(self) -> None:
+        if self.scanning:
+            return
+        self.scanning = True
+        self.notify("scanning the network for a few seconds…", timeout=3)
+        self.scan()
+
+    @work(exclusive=True, group="scan")
+    async def scan(self) -> None:
+        try:
+            found = await self.service.scan()
+        except FleetError as exc:
+            report_failure(self, "scan the network", exc)
+            self.post_message(CandidatesScanned(-1))
+            return
+        self.post_message(CandidatesScanned(len(found)))
+
+    @on(CandidatesScanned)
+    def scanned(self, message: CandidatesScanned) -> None:
+        self.scanning = False
+        if message.found >= 0:
+            self.post_message(ActionDone(f"scan done: {message.found} host(s) answered"))
 
     @on(DataTable.RowSelected)
     def adopt(self, event: DataTable.RowSelected) -> None:
@@ -85,13 +114,11 @@ class DiscoveryScreen(FleetScreen):
 
     @on(FingerprintFetched)
     def confirm_fingerprint(self, message: FingerprintFetched) -> None:
-        candidate, fingerprint, service = message.candidate, message.fingerprint, self.service
+        candidate, fingerprint = message.candidate, message.fingerprint
 
         def decided(confirmed: bool | None) -> None:
             if confirmed:
-                self.perform(f"adopt {candidate.name}",
-                             lambda: service.adopt(candidate.key, fingerprint),
-                             f"adopted {candidate.name}: host key pinned, host added")
+                self.adopt_confirmed(candidate, fingerprint)
 
         self.app.push_screen(ConfirmScreen(
             f"Adopt {candidate.name} ({candidate.address}:{candidate.port})?",
@@ -99,6 +126,33 @@ class DiscoveryScreen(FleetScreen):
             "Compare it with the host's own (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub) "
             "before saying yes: the key will be pinned and trusted from now on.",
             yes_label="Adopt"), decided)
+
+
+    @work(group="actions")
+    async def adopt_confirmed(self, candidate: CandidateView,
+                              fingerprint: HostKeyFingerprint) -> None:
+        """Adopt pinning exactly the confirmed key; report the name the host is managed as."""
+        try:
+            name = await self.service.adopt(candidate.key, fingerprint)
+        except FleetError as exc:
+            report_failure(self, f"adopt {candidate.name}", exc)
+            return
+        self.post_message(ActionDone(f"adopted {candidate.address}:{candidate.port} as {name}: "
+                                     "host key pinned, host added"))
+
+
+def empty_explanation(scope: DiscoveryScope) -> Text:
+    """What the screen says while no candidate is known: what discovery does, where, how."""
+    where = ", ".join(scope.interfaces) if scope.interfaces else "every network interface"
+    text = Text("No candidates yet.\n\n", style="bold")
+    text.append(
+        "Discovery lists hosts that announce themselves on the local network over mDNS "
+        "(ZeroConf) and are not in the fleet yet. It browses for "
+        f"{', '.join(scope.service_types)} on {where} "
+        "(settings.discovery.interfaces in the inventory narrows that).\n\n"
+        "Press s to scan now (a few seconds), or run `fleet discover` in a shell. Hosts "
+        "that do not announce themselves can always be added to the inventory file.")
+    return text
 
 
 def _cells(candidate: CandidateView, now: float) -> tuple[object, ...]:

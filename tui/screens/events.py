@@ -9,11 +9,12 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
 from fleet.errors import FleetError
 from tui.messages import EventsLoaded
 from tui.screens.base import FleetScreen, report_failure
+from tui.screens.event_detail import EventDetailScreen
 from tui.service import EventView
 from tui.widgets.keyed_table import KeyedTable
 
@@ -25,10 +26,11 @@ REFRESH_S = 3.0
 
 
 class EventsScreen(FleetScreen):
-    """Newest events first; `/` filters by text, `w` raises the minimum severity."""
+    """Newest events first; Enter shows one whole, `/` filters by text, `w` raises the severity."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("slash", "filter", "Filter"),
                 Binding("w", "cycle_severity", "Min severity"),
+                Binding("enter", "show_event", "Whole message", show=True),
                 Binding("escape", "clear_filter", "Clear filter", show=False)]
 
     def __init__(self) -> None:
@@ -77,8 +79,19 @@ class EventsScreen(FleetScreen):
 
     def _title(self) -> None:
         self.query_one("#events-title", Static).update(
-            f"Events — severity ≥ [b]{self.min_severity}[/] (w)  ·  filter (/): "
-            f"[b]{self.query_text or 'none'}[/]")
+            f"Events, newest first — severity ≥ [b]{self.min_severity}[/] (w)  ·  filter (/): "
+            f"[b]{self.query_text or 'none'}[/]  ·  Enter: whole message")
+
+    @on(DataTable.RowSelected, "#events")
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_show_event()
+
+    def action_show_event(self) -> None:
+        key = self.query_one(KeyedTable).selected_key
+        chosen = next((e for e in self.events if str(e.event_id) == key), None)
+        if chosen is not None:
+            self.app.push_screen(EventDetailScreen(chosen))
 
     def action_cycle_severity(self) -> None:
         index = (SEVERITIES.index(self.min_severity) + 1) % len(SEVERITIES)

@@ -21,16 +21,20 @@ HELP_TEXT = """\
 [b]Fleet overview[/b]
   ↑↓ PgUp PgDn  move     Enter  host detail       Space / →  expand host to GPUs
   ←  collapse            s  cycle sort (name, util, memory, temp, free, state)
-  /  filter: words match host names; @group, key=value (label), state:down|hot|drained
-  g  free GPUs only      n  drain / undrain host or GPU      r  reserve GPU(s) for 1 h
+  /  filter: --hosts terms (gpu*, @group, label:key=value, !name), state:down|hot|drained,
+     or part of a host name          g  free GPUs only (free = a dispatch could use it now)
+  n  drain / undrain host or GPU      r  reserve GPU(s) for 1 h
 
 [b]Host detail[/b]
   [ ]  history window (5 min … 24 h)     n  drain / undrain     r  reserve free GPUs
 
+[b]Dispatch dialog[/b]  Enter  preview placement (eligible GPUs and every exclusion)
+  Ctrl+S  submit (then the new task's log opens)     Esc  close
 [b]Tasks[/b]       Enter  follow the task's log     x  cancel the task
 [b]Allocations[/b] x  release the reservation
-[b]Events[/b]      /  filter text      w  cycle minimum severity
+[b]Events[/b]      newest first   Enter  whole message   /  filter text   w  minimum severity
 [b]Discovery[/b]   Enter  adopt the candidate (shows its host key fingerprint to confirm)
+  s  scan the network now (mDNS, a few seconds)
 
 Colours: util/memory green < 50/60 % ≤ yellow < 90 % ≤ red; temperature yellow from 75 °C,
 red from 85 °C.  States are also written out (DOWN, DRAINED, HOT, FAILED), so NO_COLOR works.

@@ -10,7 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Sparkline, Static
+from textual.widgets import DataTable, Footer, Static
 
 from fleet.errors import FleetError
 from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
@@ -19,7 +19,8 @@ from tui.messages import EventsLoaded, HistoryLoaded
 from tui.rows import gpu_is_free
 from tui.screens.base import FleetScreen, report_failure
 from tui.screens.confirm import ConfirmScreen
-from tui.service import FeatureUnavailable, GpuHistory, HistoryPoint
+from tui.service import GpuHistory, HistoryPoint
+from tui.widgets.history_plot import HistoryPlot
 
 WINDOWS_MIN = (5, 15, 60, 360, 1440)
 METRICS = (("util", "util %"), ("mem", "mem"), ("temp", "temp"), ("power", "power"))
@@ -27,16 +28,28 @@ HISTORY_REFRESH_S = 5.0
 PLOT_BINS = 100
 
 
+TEMP_SCALE_C = 100.0  # temperature plots run from 0 to this (or the hottest sample, if hotter)
+
+
 def binned(points: tuple[HistoryPoint, ...], since: float, until: float, bins: int,
-           value: Callable[[HistoryPoint], float | None]) -> list[float]:
-    """Values placed on a fixed time axis (the newest at the right); empty bins are 0."""
+           value: Callable[[HistoryPoint], float | None]) -> list[float | None]:
+    """Values on a fixed time axis (newest at the right), a bin's highest; None: no sample."""
     span = max(until - since, 1e-9)
-    out = [0.0] * bins
+    out: list[float | None] = [None] * bins
     for point in points:
         reading = value(point)
         if reading is not None and since <= point.ts <= until:
-            out[min(bins - 1, int((point.ts - since) / span * bins))] = reading
+            index = min(bins - 1, int((point.ts - since) / span * bins))
+            before = out[index]
+            out[index] = reading if before is None else max(before, reading)
     return out
+
+
+def plot_maximum(values: list[float | None], known: float | None) -> float:
+    """The top of a plot's scale: the known maximum (total memory, power limit), else the
+    series' own highest value (never below it, so nothing is clipped)."""
+    highest = max((v for v in values if v is not None), default=0.0)
+    return max(known or 0.0, highest) or 1.0
 
 
 class GpuPanel(Vertical):
@@ -54,7 +67,7 @@ class GpuPanel(Vertical):
         for metric, label in METRICS:
             with Horizontal(classes="metric"):
                 yield Static(label, classes="metric-label")
-                yield Sparkline([], classes=f"plot plot-{metric}")
+                yield HistoryPlot(classes=f"plot plot-{metric}")
                 yield Static(classes=f"metric-now now-{metric}")
 
     def on_mount(self) -> None:
@@ -97,16 +110,25 @@ class GpuPanel(Vertical):
 
     def _render_history(self, history: GpuHistory) -> None:
         since, until = self.window
-        width = max(10, self.query_one(".plot-util", Sparkline).size.width or PLOT_BINS)
+        width = max(10, self.query_one(".plot-util", HistoryPlot).size.width or PLOT_BINS)
         points = history.points
-        series = {
-            "util": binned(points, since, until, width, lambda p: p.util_pct),
-            "mem": binned(points, since, until, width, lambda p: p.memory_used_bytes),
-            "temp": binned(points, since, until, width, lambda p: p.temperature_c),
-            "power": binned(points, since, until, width, lambda p: p.power_w),
-        }
-        for metric, values in series.items():
-            self.query_one(f".plot-{metric}", Sparkline).data = values
+        reading = self.gpu.reading if self.gpu is not None else None
+        total = reading.memory_total_bytes if reading is not None else None
+        limit = reading.power_limit_w if reading is not None else None
+        util = binned(points, since, until, width, lambda p: p.util_pct)
+        mem = binned(points, since, until, width, lambda p: p.memory_used_bytes)
+        temp = binned(points, since, until, width, lambda p: p.temperature_c)
+        power = binned(points, since, until, width, lambda p: p.power_w)
+        self._plot("util", util, 100.0, fmt.UTIL_WARN, fmt.UTIL_HOT)
+        self._plot("mem", mem, plot_maximum(mem, total), fmt.MEM_WARN, fmt.MEM_HOT)
+        temp_top = plot_maximum(temp, TEMP_SCALE_C)
+        self._plot("temp", temp, temp_top, fmt.TEMP_WARN / temp_top * 100,
+                   fmt.TEMP_HOT / temp_top * 100)
+        self._plot("power", power, plot_maximum(power, limit))
+
+    def _plot(self, metric: str, values: list[float | None], maximum: float,
+              warn: float | None = None, hot: float | None = None) -> None:
+        self.query_one(f".plot-{metric}", HistoryPlot).plot(values, maximum, warn, hot)
 
 
 class HostDetailScreen(FleetScreen):
@@ -134,7 +156,7 @@ class HostDetailScreen(FleetScreen):
             yield Vertical(id="gpu-panels")
             yield Static("Processes", classes="section")
             yield DataTable(id="processes", cursor_type="row")
-            yield Static("Recent events", classes="section")
+            yield Static("Recent events, newest first", classes="section")
             yield Static(id="host-events")
         yield Footer()
 
@@ -175,9 +197,6 @@ class HostDetailScreen(FleetScreen):
     async def load_events(self) -> None:
         try:
             events = await self.service.events(200)
-        except FeatureUnavailable as exc:
-            self.post_message(EventsLoaded([], note=str(exc)))
-            return
         except FleetError as exc:
             report_failure(self, "events", exc)
             return
@@ -197,7 +216,7 @@ class HostDetailScreen(FleetScreen):
         lines = [f"{fmt.age(self.now() - e.ts):>5}  {e.severity:<8} {e.message}"
                  for e in message.events]
         self.query_one("#host-events", Static).update(Text(
-            message.note or ("\n".join(lines) if lines else "no events recorded for this host")))
+            "\n".join(lines) if lines else "no events recorded for this host"))
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         host = snapshot.host(self.host_name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from textual._two_way_dict import TwoWayDict
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from tui.format import safe_cell
 
@@ -32,7 +34,7 @@ class KeyedTable(DataTable[object]):
         return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
 
     def sync(self, wanted: Mapping[str, Row]) -> int:
-        """Make the table show `wanted` (in its order for new rows); returns cells written."""
+        """Make the table show `wanted`, in its order; returns how many cells were written."""
         written = 0
         for key in [k for k in self.rows_by_key if k not in wanted]:
             self.remove_row(key)
@@ -49,4 +51,14 @@ class KeyedTable(DataTable[object]):
                         self.update_cell(key, column, safe_cell(after))
                         written += 1
             self.rows_by_key[key] = cells
+        order = list(wanted)
+        if list(self.rows_by_key) != order:
+            self._reorder(order)
         return written
+
+    def _reorder(self, order: list[str]) -> None:
+        """Put the existing rows in `order` without re-adding them (what DataTable.sort does)."""
+        self.rows_by_key = {key: self.rows_by_key[key] for key in order}
+        self._row_locations = TwoWayDict({RowKey(key): index for index, key in enumerate(order)})
+        self._update_count += 1
+        self.refresh()
