@@ -1,22 +1,23 @@
-"""`fleet demo` / `make demo`: a simulated GPU fleet on this machine, watched live.
+"""`fleet demo`: a simulated GPU fleet on this machine (`demo_session`), for the UI to watch.
 
 Real code paths throughout — SSH servers on 127.0.0.1, the shipped probe, host-key pinning, the
 SQLite database — with only the GPUs simulated (the simulated NVML library, built with gcc).
-Everything lives in a temporary directory that is removed on exit.
+Everything lives in a temporary directory that is removed on exit; tasks still running then
+are cancelled first. The UI itself is opened by the CLI (fleet/cli/tui_launch.py), not here.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
+import logging
 import random
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 from fleet.sim.gpus import SimGpu, SimHostGpus, next_temperature, write_config
 
 if TYPE_CHECKING:
+    from fleet.service import Fleet
     from fleet.ssh.options import SshOptions
 
 DEMO_HOSTS: tuple[tuple[str, int, str, int], ...] = (
@@ -42,6 +44,11 @@ HOT_GPU = ("boreas", 3)  # heats past the temperature ceiling, then cools down a
 CYCLE_S = 90.0  # the scenario repeats: dropout during [30, 60) s, overheating during [10, 45) s
 DRIFT_INTERVAL_S = 2.0
 MAX_DEMO_SECONDS = 3600.0
+IDLE_MEMORY_MIB = (180, 420)  # what an idle GPU's driver context holds: below fleet's "in use"
+STOP_GRACE_S = 2.0  # on exit, a running task gets SIGTERM, then SIGKILL after this long
+STOP_DEADLINE_S = 20.0  # and cancelling every task may take at most this long
+STATUS_INTERVAL_S = 2.0  # between two rounds of `fleet demo --text`
+log = logging.getLogger("fleet.demo")
 
 
 @dataclass
@@ -68,7 +75,8 @@ def initial_gpus(name: str, count: int, model: str, memory_gib: int, rng: random
             uuid="GPU-" + str(uuid.uuid5(uuid.NAMESPACE_DNS, f"fleet-demo.{name}.{index}")),
             pci_bus_id=f"00000000:{0x10 + index:02X}:00.0",
             memory_total_bytes=total,
-            memory_used_bytes=int(total * (rng.uniform(0.3, 0.9) if busy else 0.01)),
+            memory_used_bytes=(int(total * rng.uniform(0.3, 0.9)) if busy
+                               else rng.randint(*IDLE_MEMORY_MIB) << 20),
             utilization_gpu_pct=rng.randint(40, 99) if busy else 0,
             utilization_memory_pct=rng.randint(10, 60) if busy else 0,
             temperature_c=rng.randint(55, 80) if busy else rng.randint(30, 40),
@@ -270,79 +278,95 @@ def demo_ssh_options(ssh_dir: Path) -> SshOptions:
                       accept_new=True)
 
 
-async def run_demo_tui(workdir: Path) -> int:
-    """Start the demo fleet and the monitor, open the TUI on it; everything stops on exit."""
-    import importlib
+@dataclass(frozen=True)
+class DemoSession:
+    """A running simulated fleet: fleet opened on it, the demo scripts, where it all lives."""
 
+    fleet: Fleet
+    scripts: tuple[str, ...]
+    workdir: Path
+    database: Path
+
+
+@contextlib.asynccontextmanager
+async def demo_session(workdir: Path | None = None, *, seed: int = 7
+                       ) -> AsyncIterator[DemoSession]:
+    """Start the simulated hosts and open fleet on them; everything stops on exit.
+
+    On exit the tasks still queued or running are cancelled through the Fleet API (their
+    process groups get SIGTERM, then SIGKILL), so nothing outlives the demo; then the monitor,
+    the database and the hosts stop, and a temporary `workdir` (the default) is removed.
+    """
     from fleet.service import open as open_fleet
 
-    async with demo_fleet(workdir) as (inventory, database, ssh_dir):
-        options = demo_ssh_options(ssh_dir)
-        scripts = write_demo_scripts(workdir / "scripts")
-        async with open_fleet(str(database), inventory, ssh_options=options) as service:
-            # tui is imported by name: fleet must not depend on the UI layer statically.
-            app_module = importlib.import_module("tui.app")
-            adapter_module = importlib.import_module("tui.adapter")
-            adapter = adapter_module.FleetAdapter(service, scripts=scripts, poll_interval_s=2.0)
-            app = app_module.FleetApp(adapter)
-            await app.run_async()
-            return int(app.return_code or 0)
+    root = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="fleet-demo-"))
+    try:
+        async with demo_fleet(root, seed) as (inventory, database, ssh_dir), open_fleet(
+                str(database), inventory, ssh_options=demo_ssh_options(ssh_dir)) as fleet:
+            scripts = tuple(write_demo_scripts(root / "scripts"))
+            try:
+                yield DemoSession(fleet, scripts, root, database)
+            finally:
+                for problem in await cancel_active_tasks(fleet):
+                    log.warning("demo: %s", problem)
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
-async def run_demo(rounds: int, interval: float) -> int:
-    """Start the demo fleet and print `fleet status` every `interval` seconds, `rounds` times."""
+async def cancel_active_tasks(fleet: Fleet, *, grace_s: float = STOP_GRACE_S,
+                              deadline_s: float = STOP_DEADLINE_S) -> list[str]:
+    """Cancel every queued or running task and wait for them, at most `deadline_s` in all.
+
+    Returns what could not be done, one line per task (empty when every task stopped).
+    """
+    from db.tasks import ACTIVE_TASK_STATES
+
+    active = await fleet.tasks(states=ACTIVE_TASK_STATES)
+    if not active:
+        return []
+    jobs = {asyncio.create_task(fleet.cancel(task.id, grace_s=grace_s)): task.id
+            for task in active}
+    done, pending = await asyncio.wait(jobs, timeout=deadline_s)
+    problems = [f"task {jobs[job]} not stopped within {deadline_s:g}s" for job in pending]
+    for job in pending:
+        job.cancel()
+    for job in done:
+        error = job.exception()
+        if error is not None:
+            problems.append(f"task {jobs[job]} not cancelled: {error}")
+    if pending:
+        await asyncio.wait(pending)
+    return problems
+
+
+async def print_status_rounds(session: DemoSession, rounds: int,
+                              interval_s: float = STATUS_INTERVAL_S) -> None:
+    """Print `fleet status` of the demo fleet `rounds` times, `interval_s` apart."""
     from fleet.render.status_view import render_status
-    from fleet.service import open as open_fleet
 
-    workdir = Path(tempfile.mkdtemp(prefix="fleet-demo-"))
+    for round_number in range(rounds):
+        statuses = await session.fleet.status(timeout=10)
+        if sys.stdout.isatty():
+            print("\x1b[H\x1b[2J", end="")
+        print(f"fleet demo — round {round_number + 1}/{rounds}, database {session.database}\n")
+        print(render_status(statuses), flush=True)
+        if round_number + 1 < rounds:
+            await asyncio.sleep(interval_s)
+
+
+@contextlib.contextmanager
+def exit_on_hangup() -> Iterator[None]:
+    """While the block runs, a closed terminal (SIGHUP) or a kill (SIGTERM) unwinds like q:
+    tasks cancelled, servers stopped, the directory removed."""
+    previous = {number: signal.signal(number, _exit_on_signal)
+                for number in (signal.SIGHUP, signal.SIGTERM)}
     try:
-        async with demo_fleet(workdir) as (inventory, database, ssh_dir):
-            options = demo_ssh_options(ssh_dir)
-            async with open_fleet(str(database), inventory, ssh_options=options) as service:
-                for round_number in range(rounds):
-                    statuses = await service.status(timeout=10)
-                    if sys.stdout.isatty():
-                        print("\x1b[H\x1b[2J", end="")
-                    print(f"fleet demo — round {round_number + 1}/{rounds}, "
-                          f"database {database}\n")
-                    print(render_status(statuses), flush=True)
-                    if round_number + 1 < rounds:
-                        await asyncio.sleep(interval)
+        yield
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
-
-
-def demo_main(*, text_rounds: int | None = None, interval: float = 2.0) -> int:
-    """Run the demo: the TUI, or `text_rounds` rounds of status text; cleans up on exit."""
-    if text_rounds is not None:
-        return asyncio.run(run_demo(max(1, text_rounds), max(0.2, interval)))
-    workdir = Path(tempfile.mkdtemp(prefix="fleet-demo-"))
-    # A closed terminal (SIGHUP) or a kill (SIGTERM) unwinds like q: servers stop, dir removed.
-    for number in (signal.SIGHUP, signal.SIGTERM):
-        signal.signal(number, _exit_on_signal)
-    try:
-        return asyncio.run(run_demo_tui(workdir))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _exit_on_signal(number: int, _frame: object) -> None:
     raise SystemExit(128 + number)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m fleet.demo`."""
-    parser = argparse.ArgumentParser(prog="fleet demo", description=__doc__)
-    parser.add_argument("--text", type=int, metavar="ROUNDS", default=None,
-                        help="print ROUNDS rounds of status text instead of opening the TUI")
-    parser.add_argument("--interval", type=float, default=2.0)
-    args = parser.parse_args(argv)
-    try:
-        return demo_main(text_rounds=args.text, interval=args.interval)
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

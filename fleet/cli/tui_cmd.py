@@ -1,8 +1,4 @@
-"""`fleet tui` and `fleet demo`: open the full-screen UI (on the inventory, or a simulated fleet).
-
-textual and the tui package are imported by name inside the commands (importlib), so the CLI
-starts fast and the fleet package never depends on the UI layer.
-"""
+"""`fleet tui` and `fleet demo`: the full-screen UI on the inventory, or on a simulated fleet."""
 
 from __future__ import annotations
 
@@ -13,12 +9,15 @@ from fleet.cli.runner import run_async
 
 
 @click.command()
-@click.option("--interval", default="2s", show_default=True, metavar="DURATION",
-              help="How often to refresh when the monitor is not running.")
+@click.option("--hosts", "--host", "pattern", metavar="PATTERN",
+              help="Show (and monitor) only these hosts: names/globs, @group, label:key=value.")
+@click.option("--interval", metavar="DURATION",
+              help="Seconds between readings of each host by the monitor the UI starts "
+                   "[settings: monitor.interval, 1s].")
 @click.option("--accept-new", is_flag=True,
               help="Pin the host key of hosts seen for the first time (trust on first use).")
 @click.pass_context
-def tui(ctx: click.Context, interval: str, accept_new: bool) -> int:
+def tui(ctx: click.Context, pattern: str | None, interval: str | None, accept_new: bool) -> int:
     """Open the full-screen fleet UI: hosts, GPUs, tasks, allocations, events, discovery.
 
     Keys: f fleet, t tasks, a allocations, e events, v discovery, d dispatch, ? help, q quit;
@@ -27,26 +26,25 @@ def tui(ctx: click.Context, interval: str, accept_new: bool) -> int:
     \b
     Examples:
       fleet tui
-      fleet -i lab.yaml tui --interval 1s
+      fleet -i lab.yaml tui --hosts '@a100' --interval 2s
       NO_COLOR=1 fleet tui
     """
-    import importlib
-
+    from fleet.cli.tui_launch import run_tui
+    from fleet.monitor.config import default_settings, with_interval
     from fleet.service import open as open_fleet
-    from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
-    poll_s = parse_duration(interval, what="--interval")
+    if interval is not None:
+        with_interval(default_settings(), interval)  # a bad value fails before anything opens
 
     async def run() -> int:
         async with open_fleet(options.db_url, options.inventory_path,
-                              accept_new=accept_new) as service:
-            app_module = importlib.import_module("tui.app")
-            adapter_module = importlib.import_module("tui.adapter")
-            app = app_module.FleetApp(adapter_module.FleetAdapter(service,
-                                                                  poll_interval_s=poll_s))
-            await app.run_async()
-            return int(app.return_code or 0)
+                              accept_new=accept_new) as fleet:
+            fleet.hosts(pattern)  # a pattern matching no host is an error, not an empty screen
+            settings = fleet.monitor_settings()
+            if interval is not None:
+                settings = with_interval(settings, interval)
+            return await run_tui(fleet, hosts=pattern, settings=settings)
 
     return run_async(run)
 
@@ -58,14 +56,23 @@ def demo(text_rounds: int | None) -> int:
     """Run a simulated GPU fleet on this machine and open the UI on it (no GPU, no root).
 
     Eight hosts served over real SSH on 127.0.0.1 with simulated GPUs whose load, memory and
-    temperature drift; one host drops out and returns, one GPU overheats. Everything lives
-    in a temporary directory that is removed on exit (q).
+    temperature drift; one host drops out and returns, one GPU overheats. Quitting (q) cancels
+    the tasks you dispatched and removes everything, a temporary directory included.
 
     \b
     Examples:
       fleet demo
       fleet demo --text 3
     """
-    from fleet.demo import demo_main
+    from fleet.cli.tui_launch import run_tui
+    from fleet.demo import demo_session, exit_on_hangup, print_status_rounds
 
-    return demo_main(text_rounds=text_rounds)
+    async def run() -> int:
+        async with demo_session() as session:
+            if text_rounds is not None:
+                await print_status_rounds(session, text_rounds)
+                return 0
+            return await run_tui(session.fleet, scripts=session.scripts)
+
+    with exit_on_hangup():
+        return run_async(run)
