@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -54,8 +55,11 @@ class FleetAdapter:
         self.settings = settings
 
     async def watch(self) -> AsyncIterator[FleetSnapshot]:
-        async for snapshot in self.fleet.watch(self.hosts, settings=self.settings):
-            yield snapshot
+        # aclosing: closing this generator closes fleet's too, which stops a monitor it started
+        async with contextlib.aclosing(self.fleet.watch(self.hosts,
+                                                        settings=self.settings)) as updates:
+            async for snapshot in updates:
+                yield snapshot
 
     async def gpu_history(self, host: str, since: float, until: float) -> list[GpuHistory]:
         bucket = max(1, int((until - since) / HISTORY_POINTS))
