@@ -19,8 +19,8 @@ from db.errors import DatabaseError, ReadOnlyDatabase
 from db.migrate import MigrationError, current_revision, head_revision, upgrade_to_head
 from db.sqlite import (
     apply_pragmas,
-    is_read_only_file,
     prepare_sqlite_file,
+    read_only_reason,
     read_only_url,
     sqlite_file_path,
 )
@@ -38,15 +38,20 @@ def default_database_path() -> Path:
 
 def default_database_url() -> str:
     """The SQLite URL of the default database file."""
-    return f"sqlite:///{default_database_path()}"
+    return _sqlite_url(default_database_path())
 
 
 def resolve_database_url(url: str | None) -> str:
     """`url` if given, else $FLEET_DB, else the default; a bare path means an SQLite file there."""
     chosen = url or os.environ.get(DATABASE_URL_ENV) or default_database_url()
     if "://" not in chosen:
-        return f"sqlite:///{Path(chosen).expanduser().resolve()}"
+        return _sqlite_url(Path(chosen).expanduser().resolve())
     return chosen
+
+
+def _sqlite_url(path: Path) -> str:
+    """The SQLite URL of the file `path`, `?`, `#` and `%` in its name escaped."""
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
 
 
 def _display(url: URL) -> str:
@@ -57,13 +62,21 @@ class Database:
     """An open fleet database: its engine, URL and a session factory (expire_on_commit=False).
 
     `read_only_file` is the SQLite file when it was opened for reading only (this user cannot
-    write it); every write then fails with ReadOnlyDatabase.
+    write it), `read_only_reason` says why; every write then fails with ReadOnlyDatabase.
     """
 
-    def __init__(self, engine: Engine, url: str, *, read_only_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        url: str,
+        *,
+        read_only_file: Path | None = None,
+        read_only_reason: str = "",
+    ) -> None:
         self.engine = engine
         self.url = url
         self.read_only_file = read_only_file
+        self.read_only_reason = read_only_reason
         self.display_url = _display(make_url(url)) if read_only_file else _display(engine.url)
         self.sessionmaker: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
 
@@ -81,7 +94,9 @@ class Database:
             except DBAPIError as exc:
                 session.rollback()
                 if self.read_only_file is not None:
-                    raise read_only_error(self.read_only_file, exc.orig) from exc
+                    raise read_only_error(
+                        self.read_only_file, self.read_only_reason, exc.orig
+                    ) from exc
                 raise DatabaseError(f"database error on {self.display_url}: {exc.orig}") from exc
             except BaseException:
                 session.rollback()
@@ -118,8 +133,9 @@ def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
         raise DatabaseError(f"invalid database URL {resolved!r}: {exc}") from exc
     shown = _display(parsed)
     sqlite_path = sqlite_file_path(parsed)
-    if sqlite_path is not None and is_read_only_file(sqlite_path):
-        return open_read_only(sqlite_path, resolved)
+    reason = None if sqlite_path is None else read_only_reason(sqlite_path)
+    if sqlite_path is not None and reason is not None:
+        return open_read_only(sqlite_path, resolved, reason)
     if sqlite_path is not None:
         try:
             prepare_sqlite_file(sqlite_path)
@@ -142,7 +158,7 @@ def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
     return Database(engine, parsed.render_as_string(hide_password=False))
 
 
-def open_read_only(path: Path, url: str) -> Database:
+def open_read_only(path: Path, url: str, reason: str) -> Database:
     """Open the SQLite file at `path` for reading only: no file created or chmod-ed, no WAL
     switch, no migration, every write refused.
 
@@ -151,29 +167,33 @@ def open_read_only(path: Path, url: str) -> Database:
     """
     shown = f"{path} (read-only)"
     try:
-        engine = _create_engine(read_only_url(path), shown, read_only=True)
+        url_read_only = read_only_url(path)
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"cannot read database file {path} (read-only): {exc}") from exc
+    engine = _create_engine(url_read_only, shown, read_only=True)
+    try:
         with engine.connect() as connection:
             revision = current_revision(connection)
-    except (DBAPIError, sqlite3.Error) as exc:
-        reason = exc.orig if isinstance(exc, DBAPIError) else exc
-        raise DatabaseError(f"cannot read database file {path} (read-only): {reason}") from exc
+    except DBAPIError as exc:
+        engine.dispose()
+        raise DatabaseError(f"cannot read database file {path} (read-only): {exc.orig}") from exc
     if revision != head_revision():
         engine.dispose()
         found = "no fleet schema" if revision is None else f"schema revision {revision}"
         raise ReadOnlyDatabase(
-            f"database file {path} is read-only for this user and has {found}, but this fleet "
-            f"reads revision {head_revision()}; any fleet command run once by a user who can "
-            "write it (e.g. `fleet db check`) migrates it"
+            f"database file {path} is read-only for this user ({reason}) and has {found}, but "
+            f"this fleet reads revision {head_revision()}; any fleet command run once by a user "
+            "who can write it (e.g. `fleet db check`) migrates it"
         )
-    return Database(engine, url, read_only_file=path)
+    return Database(engine, url, read_only_file=path, read_only_reason=reason)
 
 
-def read_only_error(path: Path, reason: object) -> ReadOnlyDatabase:
+def read_only_error(path: Path, reason: str, detail: object) -> ReadOnlyDatabase:
     """The error for a write attempted on a database opened read-only."""
     return ReadOnlyDatabase(
-        f"database file {path} is read-only for this user: fleet can show what it holds but "
-        f"cannot record anything in it ({reason}); use a writable copy (--db FILE) or ask its "
-        "owner"
+        f"database file {path} is read-only for this user ({reason}): fleet can show what it "
+        f"holds but cannot record anything in it ({detail}); use a writable copy (--db FILE) or "
+        "ask its owner"
     )
 
 

@@ -60,13 +60,24 @@ def _make_private(path: Path) -> None:
         os.chmod(path, PRIVATE_FILE_MODE)
 
 
-def is_read_only_file(path: Path) -> bool:
-    """Whether `path` is an existing file this process may read but not write.
+def read_only_reason(path: Path) -> str | None:
+    """Why the existing SQLite file `path` can only be read by this process, or None.
 
-    True for a file without write permission for this user, on a read-only mount, or marked
-    immutable (`chattr +i`, which even root cannot write).
+    Read-only: a file without write permission for this user, on a read-only mount or marked
+    immutable (`chattr +i`, which even root cannot write); or a file in a directory where this
+    user cannot create the -wal and -shm files SQLite needs to write (unless both exist and are
+    writable). None too when the file is missing or unreadable: opening it then fails normally.
     """
-    return path.is_file() and os.access(path, os.R_OK) and not os.access(path, os.W_OK)
+    if not path.is_file() or not os.access(path, os.R_OK):
+        return None
+    if not os.access(path, os.W_OK):
+        return "this user cannot write the file"
+    if os.access(path.parent, os.W_OK | os.X_OK):
+        return None
+    sides = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm")]
+    if all(side.is_file() and os.access(side, os.W_OK) for side in sides):
+        return None
+    return "this user cannot create files in its directory, where SQLite keeps its -wal/-shm files"
 
 
 def read_only_url(path: Path) -> URL:

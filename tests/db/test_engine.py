@@ -153,3 +153,11 @@ def test_concurrent_first_open_migrates_once(db_path: Path, tmp_path: Path) -> N
         assert sorted(host.name for host in list_hosts(session)) == ["w0", "w1", "w2", "w3"]
         versions = session.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
         assert versions == [head_revision()]
+
+
+def test_a_bare_path_with_url_characters_names_exactly_that_file(tmp_path: Path) -> None:
+    path = tmp_path / "my db?v=1#x%20.db"
+    database = open_database(str(path))
+    database.close()
+    assert path.is_file()
+    assert sorted(item.name for item in tmp_path.iterdir() if ".db" in item.name) == [path.name]

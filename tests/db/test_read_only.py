@@ -132,6 +132,28 @@ def test_immutable_file_is_read_without_migrating_and_refuses_writes(tmp_path: P
     assert _digest(path) == before
 
 
+def test_file_in_a_directory_this_user_cannot_write_is_opened_read_only(tmp_path: Path) -> None:
+    directory = tmp_path / "data"
+    directory.mkdir()
+    path = _populated(directory / "fleet.db")
+    with _immutable(directory):  # the file stays writable; no -wal/-shm can be created beside it
+        database = open_database(str(path))
+        try:
+            assert database.read_only_file == path
+            assert "cannot create files in its directory" in database.read_only_reason
+            with database.session() as session:
+                assert [host.name for host in list_hosts(session)] == ["gpu01"]
+            with (
+                pytest.raises(ReadOnlyDatabase, match="directory") as caught,
+                database.session() as session,
+            ):
+                sync_hosts(session, [HostFacts("gpu02", "10.0.0.2")], now=2000)
+            assert f"database file {path} is read-only" in str(caught.value)
+        finally:
+            database.close()
+    assert sorted(item.name for item in directory.iterdir()) == ["fleet.db"]
+
+
 def test_read_only_file_with_an_older_schema_is_refused(tmp_path: Path) -> None:
     path = _populated(tmp_path / "fleet.db", revision="0003")
     with _immutable(path), pytest.raises(ReadOnlyDatabase) as caught:
