@@ -23,6 +23,7 @@ from fleet.cli.inventory_cmd import inventory
 from fleet.cli.monitor_cmd import config, monitor
 from fleet.cli.reserve_cmd import allocations, release, reserve
 from fleet.cli.run_cmd import run
+from fleet.cli.serve_cmd import serve
 from fleet.cli.status_cmd import status
 from fleet.cli.tasks_cmd import cancel, logs, tasks
 from fleet.cli.tui_cmd import demo, tui
@@ -90,6 +91,7 @@ cli.add_command(adopt)
 cli.add_command(announce)
 cli.add_command(tui)
 cli.add_command(demo)
+cli.add_command(serve)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,25 +69,27 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
             settings = service.monitor_settings()
             if interval is not None:
                 settings = with_interval(settings, interval)
-            server = None
+            site = None
             async with stop_on_signals() as stop:
                 monitor = await service.start_monitor(pattern, settings=settings,
                                                       on_summary=summary)
                 try:
                     if http_address is not None:
-                        from fleet.health.http import parse_listen_address, start_status_server
+                        from fleet.server.status_site import (
+                            parse_listen_address,
+                            start_status_site,
+                        )
 
                         host, port = parse_listen_address(http_address)
-                        server = await start_status_server(host, port, snapshot=monitor.snapshot)
-                        bound = server.sockets[0].getsockname()
+                        site = await start_status_site(host, port, snapshot=monitor.snapshot)
                         click.echo(f"fleet: serving /status and /metrics on "
-                                   f"http://{bound[0]}:{bound[1]}", err=True)
+                                   f"http://{site.host}:{site.port}", err=True)
                     click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
                                f"{settings.monitor.interval:g}s (Ctrl-C to stop)", err=True)
                     await stop.wait()
                 finally:
-                    if server is not None:
-                        server.close()
+                    if site is not None:
+                        await site.close()
                     await service.stop_monitor()
             written = monitor.writer.stats
             click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "

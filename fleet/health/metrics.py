@@ -1,17 +1,20 @@
-"""Prometheus text exposition (format 0.0.4) of a fleet snapshot: GPU, host, allocation gauges."""
+"""Prometheus metrics of a fleet snapshot (GPU, host, allocation gauges) via prometheus_client."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from db.types import GPU_STATES
 from fleet.model import HOST_STATES
 from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = str(CONTENT_TYPE_LATEST)
 
 Labels = Mapping[str, str]
 
@@ -26,42 +29,29 @@ class MetricFamily:
     samples: Sequence[tuple[Labels, float]] = ()
 
 
-def escape_label_value(value: str) -> str:
-    r"""A label value as the exposition format needs it: \ " and newline escaped."""
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def render_metrics(families: Iterable[MetricFamily]) -> bytes:
+    """The families in Prometheus text exposition, written by prometheus_client (escaping,
+    number formats and the counter `_total` suffix are its own)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(list(families)))
+    return generate_latest(registry)
 
 
-def escape_help(text: str) -> str:
-    r"""HELP text with \ and newline escaped."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+class _Families(Collector):
+    """A collector yielding fixed families (one collection per scrape, built from a snapshot)."""
 
+    def __init__(self, families: list[MetricFamily]) -> None:
+        self.families = families
 
-def format_value(value: float) -> str:
-    """A sample value: integers without a fraction, NaN and infinities as Prometheus spells them."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def render_metrics(families: Iterable[MetricFamily]) -> str:
-    """The families as exposition text (each with HELP and TYPE, even when it has no samples)."""
-    lines: list[str] = []
-    for family in families:
-        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.type}")
-        for labels, value in family.samples:
-            if labels:
-                rendered = ",".join(
-                    f'{key}="{escape_label_value(str(text))}"' for key, text in labels.items()
-                )
-                lines.append(f"{family.name}{{{rendered}}} {format_value(value)}")
-            else:
-                lines.append(f"{family.name} {format_value(value)}")
-    return "\n".join(lines) + "\n"
+    def collect(self) -> Iterator[Metric]:
+        kinds = {"gauge": "gauge", "counter": "counter", "untyped": "unknown"}
+        for family in self.families:
+            metric = Metric(family.name, family.help, kinds[family.type])
+            sample_name = f"{metric.name}_total" if family.type == "counter" else metric.name
+            for labels, value in family.samples:
+                metric.add_sample(sample_name, {key: str(text) for key, text in labels.items()},
+                                  float(value))
+            yield metric
 
 
 def _gpu_labels(gpu: GpuSnapshot) -> dict[str, str]:

@@ -11,7 +11,7 @@ from msgspec import Struct
 from fleet import errors
 
 
-class ErrorBody(Struct, frozen=True):
+class ErrorBody(Struct, frozen=True, omit_defaults=True):
     """What went wrong: a stable code, the message a user reads, the CLI's exit code."""
 
     code: str

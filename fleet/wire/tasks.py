@@ -93,3 +93,11 @@ def tasks_to_wire(rows: list[TaskRow]) -> TaskList:
 def tasks_from_wire(reply: TaskList) -> list[TaskRow]:
     """The reply as TaskRows."""
     return [task_from_wire(task) for task in reply.tasks]
+
+
+class ReconcileResult(Struct, frozen=True):
+    """fleet.dispatch.reconcile.ReconcileReport: task id → new state, hosts not reached."""
+
+    ended: dict[int, str] = field(default_factory=dict)
+    still_running: list[int] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The status endpoint over real HTTP: /metrics parsed by prometheus_client, /status, errors."""
+"""`fleet monitor --http`: /metrics parsed by prometheus_client, /status, errors, loopback only."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.errors import ConfigError
-from fleet.health.http import parse_listen_address, start_status_server
 from fleet.health.metrics import MetricFamily
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.server.status_site import parse_listen_address, start_status_site
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 
 HOSTILE_MODEL = 'Sim "H100" \\ 80GB\nfake_metric 1'
@@ -50,15 +50,13 @@ async def _get(port: int, path: str) -> tuple[int, str, str]:
 
 async def test_metrics_parse_with_prometheus_client() -> None:
     extra = [MetricFamily("fleet_monitor_flushes", "Flushes.", "counter", [({}, 12.0)])]
-    server = await start_status_server("127.0.0.1", 0, snapshot=_snapshot,
-                                       extra_metrics=lambda: extra)
+    site = await start_status_site("127.0.0.1", 0, snapshot=_snapshot,
+                                   extra_metrics=lambda: extra)
     try:
-        port = server.sockets[0].getsockname()[1]
-        status, content_type, body = await _get(port, "/metrics")
+        status, content_type, body = await _get(site.port, "/metrics")
     finally:
-        server.close()
-        await server.wait_closed()
-    assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
+        await site.close()
+    assert status == 200 and content_type.startswith("text/plain; version=")
     families = {family.name: family for family in text_string_to_metric_families(body)}
     assert "fake_metric" not in families
 
@@ -90,10 +88,11 @@ async def test_metrics_parse_with_prometheus_client() -> None:
 
 async def test_status_json_and_errors() -> None:
     current: list[FleetSnapshot | None] = [None]
-    server = await start_status_server("127.0.0.1", 0, snapshot=lambda: current[0])
+    site = await start_status_site("127.0.0.1", 0, snapshot=lambda: current[0])
+    port = site.port
     try:
-        port = server.sockets[0].getsockname()[1]
-        assert (await _get(port, "/status"))[0] == 503
+        status, _type, body = await _get(port, "/status")
+        assert status == 503 and json.loads(body)["error"]["code"] == "not_ready"
         empty_metrics = await _get(port, "/metrics")
         assert empty_metrics[0] == 200
         assert list(text_string_to_metric_families(empty_metrics[2]))
@@ -104,28 +103,29 @@ async def test_status_json_and_errors() -> None:
         assert [h["spec"]["name"] for h in data["hosts"]] == ["alpha", "beta"]
         assert data["changed"] == ["beta"]
         assert data["hosts"][0]["gpus"][0]["reading"]["temperature_c"] == 91.0
-        assert (await _get(port, "/nope"))[0] == 404
+        status, _type, body = await _get(port, "/nope")
+        assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
+        assert (await _get(port, "/v1/status"))[0] == 404  # the API is never served over TCP
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"POST /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        writer.write(b"POST /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         reply = await asyncio.wait_for(reader.read(), 10)
-        assert reply.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in reply
+        assert reply.startswith(b"HTTP/1.1 405") and b"Allow: GET,HEAD" in reply
         writer.close()
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\n\r\n")
         reply = await asyncio.wait_for(reader.read(), 10)
-        assert reply.startswith(b"HTTP/1.1 431")
+        assert reply.split(b" ", 2)[1] == b"400" and b"Traceback" not in reply
         writer.close()
+        assert (await _get(port, "/status"))[0] == 200  # still serving
     finally:
-        server.close()
-        await server.wait_closed()
+        await site.close()
 
 
 async def test_refuses_non_loopback_unless_allowed() -> None:
     with pytest.raises(ConfigError, match="non-loopback"):
-        await start_status_server("0.0.0.0", 0, snapshot=lambda: None)
-    server = await start_status_server("localhost", 0, snapshot=lambda: None)
-    server.close()
-    await server.wait_closed()
+        await start_status_site("0.0.0.0", 0, snapshot=lambda: None)
+    site = await start_status_site("localhost", 0, snapshot=lambda: None)
+    await site.close()
 
 
 def test_parse_listen_address() -> None:

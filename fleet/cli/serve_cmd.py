@@ -1,0 +1,89 @@
+"""`fleet serve`: one shared controller for a lab, serving the service API on a Unix socket."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from fleet.cli.context import HOSTS_HELP, global_options, host_option
+from fleet.cli.runner import run_async
+from fleet.cli.signals import stop_on_signals
+
+if TYPE_CHECKING:
+    import logging
+
+
+@click.command()
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Socket to listen on [settings: serve.socket; default "
+              "$XDG_RUNTIME_DIR/fleet/fleet.sock, else /tmp/fleet-$UID/fleet.sock].")
+@click.option("--group", metavar="GROUP",
+              help="Open the socket to this group (mode 0660); default: only you (0600).")
+@host_option(HOSTS_HELP + " Hosts to monitor [default: every managed host].")
+@click.option("--accept-new", is_flag=True,
+              help="Pin the host key of hosts seen for the first time (trust on first use).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+@click.pass_context
+def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
+          pattern: str | None, accept_new: bool, quiet: bool) -> int:
+    """Run one monitor, housekeeping and API for everyone, on a Unix socket.
+
+    Clients (`fleet status`, `tasks`, `events`, `allocations`, `cancel`, `release`, `drain`...)
+    use it when `--server PATH` or FLEET_SERVER names the socket, when `serve.socket` is set
+    in the settings, or when the default socket exists. Callers are identified by the socket's
+    peer credentials: a user may cancel and release only their own work; drain, undrain,
+    adopt and acting on others' work need a group listed in `serve.admins` (default: the user
+    running the server). SIGTERM/SIGINT stop it; tasks keep running on their hosts.
+
+    \b
+    Examples:
+      fleet serve
+      fleet serve --socket /run/fleet/fleet.sock --group gpu-users
+      curl --unix-socket /run/fleet/fleet.sock http://fleet/v1/status
+    """
+    from fleet.server.serve import ServeOptions, run_server
+
+    options = global_options(ctx)
+    _setup_logging(quiet)
+    serve_options = ServeOptions(db_url=options.db_url, inventory_path=options.inventory_path,
+                                 socket_path=socket_path, group=group, pattern=pattern,
+                                 accept_new=accept_new)
+
+    def ready(path: Path) -> None:
+        mode = f"group {group}, mode 0660" if group else "mode 0600"
+        click.echo(f"fleet: serving on {path} ({mode}); SIGTERM or Ctrl-C stops", err=True)
+
+    async def run() -> None:
+        async with stop_on_signals() as stop:
+            await run_server(serve_options, stop, on_ready=ready)
+
+    run_async(run)
+    click.echo("fleet: server stopped; tasks keep running on their hosts", err=True)
+    return 0
+
+
+def _setup_logging(quiet: bool) -> None:
+    """Warnings (info unless quiet) to stderr; a malformed request is one line, no traceback."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fleet: %(levelname)s: %(message)s"))
+    handler.addFilter(_one_line)
+    for name in ("fleet", "aiohttp"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.ERROR if quiet else logging.INFO if name == "fleet"
+                        else logging.WARNING)
+        logger.addHandler(handler)
+
+
+def _one_line(record: logging.LogRecord) -> bool:
+    """Keep client protocol errors (bad request lines, oversized heads) to their message."""
+    if record.name.startswith("aiohttp.server") and record.exc_info:
+        exc = record.exc_info[1]
+        record.msg = f"{record.getMessage()}: {exc}".splitlines()[0]
+        record.args = ()
+        record.exc_info = None
+    return True

@@ -1,0 +1,176 @@
+"""The /v1 routes: each decodes its struct, names the caller, calls the service the CLI calls.
+
+    GET  /v1/status /v1/hosts /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations /v1/whoami
+    GET  /v1/watch                       server-sent events, one `snapshot` event per change
+    POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
+    POST /v1/drain /v1/undrain
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+from aiohttp import web
+
+from fleet import __version__
+from fleet.server.app import json_reply, status
+from fleet.server.identity import Identities
+from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES
+from fleet.server.stream import Broadcaster
+from fleet.server.watch import watch
+from fleet.wire import allocations, drain, events, hosts, tasks
+from fleet.wire.codec import API_PREFIX, WireError, decode
+from fleet.wire.identity import WhoAmI
+
+if TYPE_CHECKING:
+    from fleet.service import Fleet
+
+T = TypeVar("T")
+
+
+
+def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
+                  broadcaster: Broadcaster) -> None:
+    """Register the /v1 API of `fleet` on `app`."""
+    app[FLEET] = fleet
+    app[IDENTITIES] = identities
+    app[BROADCASTER] = broadcaster
+    v1 = API_PREFIX
+    app.router.add_get(f"{v1}/status", status)
+    app.router.add_get(f"{v1}/whoami", whoami)
+    app.router.add_get(f"{v1}/hosts", list_hosts)
+    app.router.add_get(f"{v1}/tasks", list_tasks)
+    app.router.add_get(f"{v1}/tasks/{{task_id:\\d+}}", get_task)
+    app.router.add_post(f"{v1}/tasks/{{task_id:\\d+}}/cancel", cancel_task)
+    app.router.add_post(f"{v1}/tasks/reconcile", reconcile_tasks)
+    app.router.add_get(f"{v1}/events", list_events)
+    app.router.add_get(f"{v1}/allocations", list_allocations)
+    app.router.add_post(f"{v1}/allocations/release", release)
+    app.router.add_post(f"{v1}/reservations", reserve)
+    app.router.add_post(f"{v1}/drain", drain_target)
+    app.router.add_post(f"{v1}/undrain", undrain_target)
+    app.router.add_get(f"{v1}/watch", watch)
+
+
+async def body(request: web.Request, kind: type[T]) -> T:
+    """The request body as a `kind` struct (an empty body is `{}`: every default)."""
+    data = await request.read()
+    return decode(data or b"{}", kind)
+
+
+def query(request: web.Request, kind: type[T]) -> T:
+    """The query string as a `kind` struct; tuple fields take repeated keys (`?states=a&states=b`).
+    """
+    multi = {f.name for f in msgspec.structs.fields(kind)  # type: ignore[arg-type]
+             if getattr(f.type, "__origin__", None) is tuple}
+    values: dict[str, Any] = {}
+    for key in request.query:
+        values[key] = request.query.getall(key) if key in multi else request.query[key]
+    try:
+        return msgspec.convert(values, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        raise WireError(f"query: {exc}") from exc
+
+
+async def whoami(request: web.Request) -> web.Response:
+    """Who the server sees at the other end of this socket."""
+    caller = request.app[IDENTITIES].caller(request)
+    return json_reply(WhoAmI(caller.user, caller.uid, tuple(sorted(caller.groups)),
+                             caller.is_admin, os.getpid(), __version__))
+
+
+async def list_hosts(request: web.Request) -> web.Response:
+    """Every host the database knows (`Fleet.registered_hosts`)."""
+    return json_reply(hosts.hosts_to_wire(await request.app[FLEET].registered_hosts()))
+
+
+async def list_tasks(request: web.Request) -> web.Response:
+    """Tasks, oldest first (`Fleet.tasks`)."""
+    wanted = query(request, tasks.TaskQuery)
+    unknown = sorted(set(wanted.states) - set(tasks.TASK_STATES))
+    if unknown:
+        raise WireError(f"unknown task state {', '.join(unknown)}")
+    rows = await request.app[FLEET].tasks(states=wanted.states or None, limit=wanted.limit,
+                                          since=wanted.since)
+    return json_reply(tasks.tasks_to_wire(rows))
+
+
+async def get_task(request: web.Request) -> web.Response:
+    """One task (`Fleet.task`; unknown ids are bad input, exit 2)."""
+    row = await request.app[FLEET].task(int(request.match_info["task_id"]))
+    return json_reply(tasks.task_to_wire(row))
+
+
+async def cancel_task(request: web.Request) -> web.Response:
+    """Cancel a task: the caller's own, or anyone's for an admin."""
+    wanted = await body(request, tasks.CancelRequest)
+    caller = request.app[IDENTITIES].caller(request)
+    row = await request.app[FLEET].cancel(int(request.match_info["task_id"]),
+                                          grace_s=wanted.grace_s, caller=caller)
+    return json_reply(tasks.task_to_wire(row))
+
+
+async def reconcile_tasks(request: web.Request) -> web.Response:
+    """Check running tasks against their hosts now (the server also does it every 30 s)."""
+    report = await request.app[FLEET].reconcile_tasks()
+    return json_reply(tasks.ReconcileResult(report.ended, report.still_running,
+                                            report.unreachable))
+
+
+async def list_events(request: web.Request) -> web.Response:
+    """Events matching the query (`Fleet.events`)."""
+    wanted = query(request, events.EventQuery)
+    rows = await request.app[FLEET].events(
+        since=wanted.since, until=wanted.until, severity=wanted.severity, host=wanted.host,
+        kind=wanted.kind, limit=wanted.limit, newest_first=wanted.newest_first)
+    return json_reply(events.events_to_wire(rows))
+
+
+async def list_allocations(request: web.Request) -> web.Response:
+    """Who holds which GPU (`Fleet.allocations`)."""
+    wanted = query(request, allocations.AllocationQuery)
+    rows = await request.app[FLEET].allocations(active_only=wanted.active_only)
+    return json_reply(allocations.allocations_to_wire(rows))
+
+
+async def release(request: web.Request) -> web.Response:
+    """Release allocations by id and/or every reservation of the caller."""
+    wanted = await body(request, allocations.ReleaseRequest)
+    if not wanted.ids and not wanted.all_mine:
+        raise WireError("give allocation ids to release, or all_mine")
+    fleet, caller = request.app[FLEET], request.app[IDENTITIES].caller(request)
+    released = await fleet.release_mine(caller=caller) if wanted.all_mine else []
+    if wanted.ids:
+        released += await fleet.release(list(wanted.ids), force=wanted.force, caller=caller)
+    return json_reply(allocations.ReleaseResult(tuple(released)))
+
+
+async def reserve(request: web.Request) -> web.Response:
+    """Hold GPUs for the caller (the owner is the caller's Unix user, whatever the body says)."""
+    from fleet.placement.request import PlacementRequest
+
+    wanted = await body(request, allocations.ReserveRequest)
+    placement = PlacementRequest.from_dict(wanted.placement)
+    fleet, caller = request.app[FLEET], request.app[IDENTITIES].caller(request)
+    claimed = await fleet.reserve(placement, duration_s=wanted.duration_s, note=wanted.note,
+                                  caller=caller)
+    return json_reply(allocations.claim_to_wire(claimed))
+
+
+async def drain_target(request: web.Request) -> web.Response:
+    """Drain a host or GPU (admins only)."""
+    wanted = await body(request, drain.DrainRequest)
+    caller = request.app[IDENTITIES].caller(request)
+    outcome = await request.app[FLEET].drain(wanted.target, wanted.reason, caller=caller)
+    return json_reply(drain.drain_to_wire(outcome))
+
+
+async def undrain_target(request: web.Request) -> web.Response:
+    """Undrain a host or GPU (admins only)."""
+    wanted = await body(request, drain.UndrainRequest)
+    caller = request.app[IDENTITIES].caller(request)
+    outcome = await request.app[FLEET].undrain(wanted.target, caller=caller)
+    return json_reply(drain.drain_to_wire(outcome))
+
