@@ -41,3 +41,11 @@ def test_a_full_gpu_draws_full_bars_and_the_scale_never_clips() -> None:
     assert plot_maximum([5.0, 9.0, None], None) == 9.0
     assert plot_maximum([5.0, 120.0], 100.0) == 120.0
     assert plot_maximum([None, None], None) == 1.0
+
+
+def test_bins_between_regular_samples_hold_the_value_but_a_long_gap_stays_blank() -> None:
+    points = tuple(point(ts, util=40.0) for ts in (0.0, 10.0, 20.0, 30.0, 80.0))
+    values = binned(points, 0.0, 100.0, 20, lambda p: p.util_pct)
+    assert values[:7] == [40.0] * 7  # samples every 10 s, 5 s bins: no holes
+    assert values[7:16] == [None] * 9  # nothing between 30 s and 80 s
+    assert values[16] == 40.0 and values[17:] == [None] * 3  # nothing after the last sample

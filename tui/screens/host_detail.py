@@ -33,15 +33,29 @@ TEMP_SCALE_C = 100.0  # temperature plots run from 0 to this (or the hottest sam
 
 def binned(points: tuple[HistoryPoint, ...], since: float, until: float, bins: int,
            value: Callable[[HistoryPoint], float | None]) -> list[float | None]:
-    """Values on a fixed time axis (newest at the right), a bin's highest; None: no sample."""
+    """Values on a fixed time axis (newest at the right), a bin's highest; None: no sample.
+
+    Bins between two samples hold the earlier value when the samples are no further apart
+    than twice their usual spacing (the plot is finer than the history); a longer gap, and the
+    time before the first sample, stay None.
+    """
     span = max(until - since, 1e-9)
     out: list[float | None] = [None] * bins
-    for point in points:
+    sampled: list[tuple[int, float, float]] = []  # (bin, ts, value) per sample, in time order
+    for point in sorted(points, key=lambda p: p.ts):
         reading = value(point)
         if reading is not None and since <= point.ts <= until:
             index = min(bins - 1, int((point.ts - since) / span * bins))
             before = out[index]
             out[index] = reading if before is None else max(before, reading)
+            sampled.append((index, point.ts, reading))
+    gaps = sorted(b[1] - a[1] for a, b in zip(sampled, sampled[1:], strict=False))
+    hold_s = 2 * gaps[len(gaps) // 2] if gaps else 0.0
+    for (first, ts, reading), (following, next_ts, _) in zip(sampled, sampled[1:],
+                                                                strict=False):
+        if next_ts - ts <= hold_s:
+            for index in range(first + 1, following):
+                out[index] = reading
     return out
 
 
