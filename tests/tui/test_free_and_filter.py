@@ -15,6 +15,7 @@ from tests.tui.conftest import settle
 from tests.tui.fake_service import NOW, FakeService, gpu, host, standard_fleet
 from tui.app import FleetApp
 from tui.rows import RowFilter, free_count, gpu_is_free
+from tui.screens.host_detail import GpuPanel
 from tui.widgets.fleet_table import FleetTable
 
 
@@ -91,3 +92,17 @@ def test_free_only_uses_the_same_definition() -> None:
     assert only_free.matches(atlas, NOW)
     assert not only_free.matches(boreas, NOW)
     assert not only_free.matches(replace(atlas, drained=True), NOW)
+
+
+async def test_host_detail_says_which_gpus_are_free_and_why_not() -> None:
+    app = FleetApp(FakeService(snapshot=busy_outside_fleet()), clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")  # atlas
+        await settle(pilot)
+        heads = [str(panel.query_one(".gpu-head", Static).render())
+                 for panel in app.screen.query(GpuPanel)]
+        assert "not free: 819.2M memory in use outside fleet" in heads[0]
+        assert "not free: in use by 1 process not started by fleet" in heads[1]
+        assert heads[2].endswith("free") and "not free" not in heads[2]
+        assert "not free: GPU state hot" in heads[3]

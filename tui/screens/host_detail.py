@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -13,6 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from fleet.errors import FleetError
+from fleet.placement.free import not_free_reasons
 from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
 from tui import format as fmt
 from tui.messages import EventsLoaded, HistoryLoaded
@@ -49,10 +51,9 @@ def binned(points: tuple[HistoryPoint, ...], since: float, until: float, bins: i
             before = out[index]
             out[index] = reading if before is None else max(before, reading)
             sampled.append((index, point.ts, reading))
-    gaps = sorted(b[1] - a[1] for a, b in zip(sampled, sampled[1:], strict=False))
+    gaps = sorted(b[1] - a[1] for a, b in itertools.pairwise(sampled))
     hold_s = 2 * gaps[len(gaps) // 2] if gaps else 0.0
-    for (first, ts, reading), (following, next_ts, _) in zip(sampled, sampled[1:],
-                                                                strict=False):
+    for (first, ts, reading), (following, next_ts, _) in itertools.pairwise(sampled):
         if next_ts - ts <= hold_s:
             for index in range(first + 1, following):
                 out[index] = reading
@@ -73,6 +74,7 @@ class GpuPanel(Vertical):
         super().__init__(classes="gpu-panel", id=f"gpu-{key.rsplit(':', 1)[1]}")
         self.gpu_key = key
         self.gpu: GpuSnapshot | None = None
+        self.not_free: tuple[str, ...] = ()  # why a default dispatch could not use it (empty: free)
         self.history: GpuHistory | None = None
         self.window = (0.0, 0.0)
 
@@ -87,9 +89,10 @@ class GpuPanel(Vertical):
     def on_mount(self) -> None:
         self.call_after_refresh(self._render_all)
 
-    def show_gpu(self, gpu: GpuSnapshot) -> None:
-        """Remember the live reading and show it once the panel's widgets exist."""
+    def show_gpu(self, gpu: GpuSnapshot, not_free: tuple[str, ...]) -> None:
+        """Remember the live reading (and why it is not free) and show it once mounted."""
         self.gpu = gpu
+        self.not_free = not_free
         self._render_all()
 
     def show_history(self, history: GpuHistory, since: float, until: float) -> None:
@@ -114,6 +117,10 @@ class GpuPanel(Vertical):
             else f" · reserved by {holder.owner}")
         head = fmt.gpu_state("lost" if reading.lost else gpu.state, gpu.drained)
         head.append(f"  GPU {gpu.index} · {reading.name or 'unknown model'}{owner}", style="bold")
+        if self.not_free:
+            head.append(f"  not free: {'; '.join(self.not_free)}", style=fmt.MUTED)
+        else:
+            head.append("  free", style=fmt.CALM)
         self.query_one(".gpu-head", Static).update(head)
         self.query_one(".now-util", Static).update(
             fmt.pct_bar(reading.utilization_gpu_pct, 6, fmt.UTIL_WARN, fmt.UTIL_HOT))
@@ -255,11 +262,12 @@ class HostDetailScreen(FleetScreen):
             if panel is None:
                 panel = GpuPanel(gpu.key)
                 panel.gpu = gpu
+                panel.not_free = tuple(not_free_reasons(host, gpu, self.now()))
                 panel.history = self.history.get(gpu.index)
                 panel.window = self.window
                 container.mount(panel)
             else:
-                panel.show_gpu(gpu)
+                panel.show_gpu(gpu, tuple(not_free_reasons(host, gpu, self.now())))
         if not host.gpus and not existing:
             container.mount(Static(host.reason or (host.report.gpu_reason if host.report
                                                    else None) or "this host has no GPUs",
