@@ -15,7 +15,7 @@ import msgspec
 from aiohttp import web
 
 from fleet import __version__
-from fleet.server.app import json_reply, status
+from fleet.server.app import error_reply, json_reply
 from fleet.server.identity import Identities
 from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES
 from fleet.server.stream import Broadcaster
@@ -23,6 +23,7 @@ from fleet.server.watch import watch
 from fleet.wire import allocations, drain, events, hosts, tasks
 from fleet.wire.codec import API_PREFIX, WireError, decode
 from fleet.wire.identity import WhoAmI
+from fleet.wire.snapshot import snapshot_to_wire
 
 if TYPE_CHECKING:
     from fleet.service import Fleet
@@ -38,7 +39,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app[IDENTITIES] = identities
     app[BROADCASTER] = broadcaster
     v1 = API_PREFIX
-    app.router.add_get(f"{v1}/status", status)
+    app.router.add_get(f"{v1}/status", live_status)
     app.router.add_get(f"{v1}/whoami", whoami)
     app.router.add_get(f"{v1}/hosts", list_hosts)
     app.router.add_get(f"{v1}/tasks", list_tasks)
@@ -72,6 +73,23 @@ def query(request: web.Request, kind: type[T]) -> T:
         return msgspec.convert(values, kind, strict=False)
     except msgspec.ValidationError as exc:
         raise WireError(f"query: {exc}") from exc
+
+
+async def live_status(request: web.Request) -> web.Response:
+    """The monitor's latest snapshot, narrowed to `?hosts=PATTERN` (503 before the first)."""
+    from fleet.snapshot import FleetSnapshot
+
+    fleet = request.app[FLEET]
+    current = fleet.snapshot()
+    if current is None:
+        return error_reply(503, "not_ready", "no snapshot yet: the monitor is starting")
+    pattern = request.query.get("hosts")
+    if pattern:
+        names = {spec.name for spec in fleet.hosts(pattern)}
+        current = FleetSnapshot(current.taken_at,
+                                tuple(h for h in current.hosts if h.spec.name in names),
+                                current.changed & names)
+    return json_reply(snapshot_to_wire(current))
 
 
 async def whoami(request: web.Request) -> web.Response:

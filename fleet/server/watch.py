@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 
 # A comment line this often keeps idle connections (and proxies) from timing out.
 KEEPALIVE_S = 15.0
+# How often an idle stream checks whether its client has gone.
+CHECK_S = 0.5
 # A client that cannot take one frame within this long is dropped too.
 WRITE_TIMEOUT_S = 10.0
 
@@ -38,14 +40,19 @@ async def watch(request: web.Request) -> web.StreamResponse:
         current = request.app[FLEET].snapshot()
         if current is not None:
             await response.write(snapshot_frame(current))
-        while not subscriber.dropped:
+        idle_s = 0.0
+        while not subscriber.dropped and transport is not None and not transport.is_closing():
             try:
-                async with asyncio.timeout(KEEPALIVE_S):
+                async with asyncio.timeout(CHECK_S):
                     frame = await subscriber.queue.get()
-            except TimeoutError:
+            except TimeoutError:  # look at the connection, say something now and then
+                idle_s += CHECK_S
+                if idle_s < KEEPALIVE_S:
+                    continue
                 frame = b": keepalive\n\n"
             if frame is None:
                 break
+            idle_s = 0.0
             async with asyncio.timeout(WRITE_TIMEOUT_S):
                 await response.write(frame)
     except (ConnectionError, TimeoutError) as exc:

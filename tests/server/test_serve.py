@@ -1,0 +1,182 @@
+"""A real `fleet serve` over simulated GPU hosts: same answers as local, bad input, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import json
+import os
+import signal
+import stat
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from db.tasks import create_task
+from fleet.errors import ConfigError
+from fleet.service import open as open_fleet
+from tests.dispatch.conftest import group_alive
+from tests.server.conftest import ServeLab, ServeLabFactory, wait_ready
+
+SLEEPER = "import os, time\nprint(os.getpgrp(), flush=True)\ntime.sleep(60)\n"
+
+
+async def _raw(socket_path: Path, method: str, path: str,
+               data: bytes | None = None) -> tuple[int, dict[str, object]]:
+    connector = aiohttp.UnixConnector(path=str(socket_path))
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session, \
+            session.request(method, f"http://fleet{path}", data=data) as reply:
+        body = await reply.read()
+        assert b"Traceback" not in body
+        return reply.status, json.loads(body)
+
+
+async def _seed_tasks(lab: ServeLab) -> None:
+    async with open_fleet(str(lab.cli.db_path)) as local:
+        with local.database.session() as session:
+            for name, owner in (("a", "ann"), ("b", "bob")):
+                create_task(session, name=name, script=f"{name}.py", args=("x",),
+                            gpus_requested=1, owner=owner, now=1000)
+
+
+async def test_reads_through_the_server_equal_local_answers(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(2, 1)
+    await _seed_tasks(lab)
+    server = await lab.serve()
+    async with open_fleet(str(lab.cli.db_path)) as local, lab.remote(server) as remote:
+        await local.drain("gpu2", "fan", by="test")
+        assert await remote.tasks() == await local.tasks()
+        assert await remote.tasks(states=["queued"], limit=1) == \
+            await local.tasks(states=["queued"], limit=1)
+        first = (await local.tasks())[0]
+        assert await remote.task(first.id) == first
+        assert await remote.events(kind="host_drained") == \
+            await local.events(kind="host_drained")
+        assert await remote.allocations() == await local.allocations()
+        remote_hosts = {row.name: (row.address, row.port, row.gpu_count, row.drained)
+                        for row in await remote.registered_hosts()}
+        local_hosts = {row.name: (row.address, row.port, row.gpu_count, row.drained)
+                       for row in await local.registered_hosts()}
+        assert remote_hosts == local_hosts == {
+            "gpu1": ("127.0.0.1", lab.hosts[0].port, 2, False),
+            "gpu2": ("127.0.0.1", lab.hosts[1].port, 1, True)}
+        statuses = await remote.status()
+        assert [(s.spec.name, s.state, len(s.report.gpus) if s.report else 0)
+                for s in statuses] == [("gpu1", "up", 2), ("gpu2", "up", 1)]
+        assert [s.spec.name for s in await remote.status("gpu2")] == ["gpu2"]
+        with pytest.raises(ConfigError, match="nope"):
+            await remote.status("nope")
+        with pytest.raises(ConfigError, match="999"):
+            await remote.task(999)
+
+
+async def test_curl_reads_status_over_the_socket(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    server = await lab.serve()
+    process = await asyncio.create_subprocess_exec(
+        "curl", "-sS", "--max-time", "20", "--unix-socket", str(server.socket_path),
+        "http://fleet/v1/status", stdout=asyncio.subprocess.PIPE)
+    stdout, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0
+    data = json.loads(stdout)
+    assert [host["spec"]["name"] for host in data["hosts"]] == ["gpu1"]
+    assert [gpu["reading"]["uuid"] is not None for gpu in data["hosts"][0]["gpus"]] == [True]
+
+
+async def test_malformed_oversized_and_unknown_requests_get_error_structs(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    server = await lab.serve()
+    path = server.socket_path
+    status, body = await _raw(path, "POST", "/v1/drain", b'{"target": ')
+    assert status == 400 and body["error"]["code"] == "bad_request"  # type: ignore[index]
+    status, body = await _raw(path, "POST", "/v1/drain", b'{"target": "gpu1", "by": "x"}')
+    assert status == 400 and "by" in body["error"]["message"]  # type: ignore[index]
+    status, body = await _raw(path, "POST", "/v1/drain",
+                              b'{"target": "' + b"a" * 200_000 + b'"}')
+    assert status == 413 and body["error"]["code"] == "too_large"  # type: ignore[index]
+    status, body = await _raw(path, "GET", "/v1/tasks?limit=many")
+    assert status == 400
+    status, body = await _raw(path, "GET", "/v1/no/such/thing")
+    assert status == 404 and body["error"]["code"] == "not_found"  # type: ignore[index]
+    status, body = await _raw(path, "GET", "/v1/drain")
+    assert status == 405
+    status, body = await _raw(path, "POST", "/v1/drain", b'{"target": "nohost"}')
+    assert status == 400 and body == {"error": {
+        "code": "bad_input", "exit_code": 2,
+        "message": "unknown host or GPU 'nohost'; known hosts: gpu1"}}
+    status, body = await _raw(path, "GET", "/v1/status")  # still serving
+    assert status == 200 and body["hosts"]
+
+
+async def test_socket_is_private_by_default_and_group_readable_with_group(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    server = await lab.serve()
+    assert stat.S_IMODE(server.socket_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(server.socket_path.parent.stat().st_mode) == 0o700
+    assert await server.stop() == 0
+    if os.geteuid() != 0:
+        pytest.skip("--group needs root to hand the socket to another group")
+    group = grp.getgrgid(100 if _has_gid(100) else os.getgid())
+    shared = lab.run_dir / "shared" / "fleet.sock"
+    grouped = await lab.serve("--group", group.gr_name, socket_path=shared)
+    info = grouped.socket_path.stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_gid) == (0o660, group.gr_gid)
+    assert stat.S_IMODE(grouped.socket_path.parent.stat().st_mode) == 0o750
+
+
+def _has_gid(gid: int) -> bool:
+    try:
+        grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return True
+
+
+async def test_second_server_is_refused_naming_the_first_and_stale_socket_replaced(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    first = await lab.serve()
+    same_socket = await lab.spawn_server()
+    other_socket = await lab.spawn_server("--socket", str(lab.run_dir / "b" / "fleet.sock"))
+    for process in (same_socket, other_socket):
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 2, stderr
+        assert f"another fleet serve (pid {first.pid}) is already running" in stderr.decode()
+    assert (await _raw(first.socket_path, "GET", "/v1/status"))[0] == 200  # untouched
+
+    assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert first.socket_path.exists()  # a dead server leaves its socket behind
+    second = await lab.serve()
+    assert (await _raw(second.socket_path, "GET", "/v1/whoami"))[1]["server_pid"] == second.pid
+
+
+async def test_sigterm_removes_the_socket_and_tasks_keep_running(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    script = lab.cli.home / "sleep.py"
+    script.write_text(SLEEPER)
+    server = await lab.serve()
+    started = await lab.run("--json", "dispatch", "--detach", str(script),
+                            env={"FLEET_SERVER": "local"})
+    assert started.returncode == 0, started.stderr
+    task_id = int(json.loads(started.stdout)["task_id"])
+    async with lab.remote(server) as remote:
+        for _ in range(100):
+            row = await remote.task(task_id)
+            if row.state == "running" and row.remote_pid:
+                break
+            await asyncio.sleep(0.1)
+    assert row.state == "running" and row.remote_pid is not None
+
+    assert await server.stop(signal.SIGTERM) == 0
+    assert not server.socket_path.exists()
+    assert group_alive(row.remote_pid)
+    assert "tasks keep running" in await server.stderr()
+    again = await lab.serve()
+    await wait_ready(again)
+    async with lab.remote(again) as remote:
+        assert (await remote.task(task_id)).state == "running"
