@@ -60,6 +60,7 @@ class Fleet:
 
         # hosts
         self.hosts = self.host_service.hosts
+        self.managed_hosts = self.host_service.managed_hosts
         self.status = self.host_service.status
         self.registered_hosts = self.host_service.registered_hosts
         self.latest_gpus = self.host_service.latest_gpus

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from fleet.dispatch.reconcile import ReconcileReport
     from fleet.fanout import HostStatus, ProgressCallback
     from fleet.health.drain import DrainOutcome
+    from fleet.model import HostSpec
     from fleet.placement.claim import Claim
     from fleet.placement.request import PlacementRequest
     from fleet.snapshot import FleetSnapshot
@@ -91,6 +92,11 @@ class RemoteFleet:
     async def registered_hosts(self) -> list[HostRow]:
         """Every host the server's database knows."""
         return hosts.hosts_from_wire(await self.transport.get("hosts", hosts.HostList))
+
+    async def managed_hosts(self, pattern: str | None = None) -> tuple[HostSpec, ...]:
+        """The server's managed hosts matching `pattern` (ConfigError for a typo)."""
+        reply = await self.transport.get("managed", hosts.ManagedList, {"hosts": pattern})
+        return hosts.managed_from_wire(reply)
 
     async def tasks(self, *, states: Sequence[str] | None = None, limit: int | None = None,
                     since: int | None = None) -> list[TaskRow]:

@@ -1,6 +1,7 @@
 """The /v1 routes: each decodes its struct, names the caller, calls the service the CLI calls.
 
-    GET  /v1/status /v1/hosts /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations /v1/whoami
+    GET  /v1/status /v1/hosts /v1/managed /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations
+    GET  /v1/whoami
     GET  /v1/watch                       server-sent events, one `snapshot` event per change
     POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
     POST /v1/drain /v1/undrain
@@ -42,6 +43,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app.router.add_get(f"{v1}/status", live_status)
     app.router.add_get(f"{v1}/whoami", whoami)
     app.router.add_get(f"{v1}/hosts", list_hosts)
+    app.router.add_get(f"{v1}/managed", list_managed)
     app.router.add_get(f"{v1}/tasks", list_tasks)
     app.router.add_get(f"{v1}/tasks/{{task_id:\\d+}}", get_task)
     app.router.add_post(f"{v1}/tasks/{{task_id:\\d+}}/cancel", cancel_task)
@@ -102,6 +104,12 @@ async def whoami(request: web.Request) -> web.Response:
 async def list_hosts(request: web.Request) -> web.Response:
     """Every host the database knows (`Fleet.registered_hosts`)."""
     return json_reply(hosts.hosts_to_wire(await request.app[FLEET].registered_hosts()))
+
+
+async def list_managed(request: web.Request) -> web.Response:
+    """The managed hosts matching `?hosts=PATTERN` (`Fleet.managed_hosts`)."""
+    specs = await request.app[FLEET].managed_hosts(request.query.get("hosts"))
+    return json_reply(hosts.managed_to_wire(specs))
 
 
 async def list_tasks(request: web.Request) -> web.Response:

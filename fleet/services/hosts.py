@@ -25,6 +25,13 @@ class HostService:
         """The managed hosts (inventory + adopted), optionally filtered by a `--hosts` pattern."""
         return self.context.hosts.select(pattern)
 
+    async def managed_hosts(self, pattern: str | None = None) -> tuple[HostSpec, ...]:
+        """`hosts(pattern)` after re-reading adopted hosts: the same answer locally and
+        through the server (where it is `GET /v1/managed`)."""
+        from fleet.inventory import select_hosts
+
+        return select_hosts(await self.context.hosts.refresh(), pattern)
+
     async def status(
         self,
         pattern: str | None = None,

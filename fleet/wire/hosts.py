@@ -1,7 +1,8 @@
-"""Registered hosts on the wire (`/v1/hosts`): db.types.HostRow, state and facts."""
+"""Hosts on the wire: registered ones (`/v1/hosts`, db.types.HostRow) and managed ones."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -10,6 +11,7 @@ from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
     from db.types import HostRow
+    from fleet.model import HostSpec
 
 
 class HostWire(Struct, frozen=True):
@@ -56,3 +58,37 @@ def hosts_from_wire(reply: HostList) -> list[HostRow]:
     from db.types import HostRow
 
     return [from_wire(host, HostRow) for host in reply.hosts]
+
+
+class ManagedHostWire(Struct, frozen=True):
+    """fleet.model.HostSpec in full: a host the server manages, as its inventory says."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    python: str = "python3"
+    connection: str = "ssh"
+    proxy_jump: str | None = None
+    groups: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    source: str = ""
+
+
+class ManagedList(Struct, frozen=True):
+    """`GET /v1/managed`: the managed hosts (inventory + adopted) matching `?hosts=`."""
+
+    hosts: tuple[ManagedHostWire, ...]
+
+
+def managed_to_wire(specs: Sequence[HostSpec]) -> ManagedList:
+    """Managed hosts as the reply."""
+    return ManagedList(tuple(to_wire(spec, ManagedHostWire) for spec in specs))
+
+
+def managed_from_wire(reply: ManagedList) -> tuple[HostSpec, ...]:
+    """The reply as the HostSpecs `Fleet.managed_hosts()` returns."""
+    from fleet.model import HostSpec
+
+    return tuple(from_wire(host, HostSpec) for host in reply.hosts)

@@ -45,7 +45,8 @@ async def test_reads_through_the_server_equal_local_answers(serve_lab: ServeLabF
     lab = await serve_lab(2, 1)
     await _seed_tasks(lab)
     server = await lab.serve()
-    async with open_fleet(str(lab.cli.db_path)) as local, lab.remote(server) as remote:
+    async with open_fleet(str(lab.cli.db_path), lab.cli.home / "inventory.yaml") as local, \
+            lab.remote(server) as remote:
         await local.drain("gpu2", "fan", by="test")
         assert await remote.tasks() == await local.tasks()
         assert await remote.tasks(states=["queued"], limit=1) == \
@@ -62,6 +63,8 @@ async def test_reads_through_the_server_equal_local_answers(serve_lab: ServeLabF
         assert remote_hosts == local_hosts == {
             "gpu1": ("127.0.0.1", lab.hosts[0].port, 2, False),
             "gpu2": ("127.0.0.1", lab.hosts[1].port, 1, True)}
+        assert await remote.managed_hosts() == await local.managed_hosts()
+        assert [spec.name for spec in await remote.managed_hosts("gpu2")] == ["gpu2"]
         statuses = await remote.status()
         assert [(s.spec.name, s.state, len(s.report.gpus) if s.report else 0)
                 for s in statuses] == [("gpu1", "up", 2), ("gpu2", "up", 1)]

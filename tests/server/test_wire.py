@@ -73,7 +73,7 @@ def test_rows_round_trip() -> None:
     (HostReport, snapshot.HostReadingWire, set()), (ProbeReport, snapshot.ProbeReportWire, set()),
     (HostSnapshot, snapshot.HostSnapshotWire, set()),
     (GpuSnapshot, snapshot.GpuSnapshotWire, set()),
-    (HostSpec, snapshot.HostSpecWire, SERVER_ONLY),
+    (HostSpec, snapshot.HostSpecWire, SERVER_ONLY), (HostSpec, hosts.ManagedHostWire, set()),
 ])
 def test_wire_structs_name_every_engine_field(engine: type, wire: type[msgspec.Struct],
                                               omitted: set[str]) -> None:
