@@ -19,7 +19,7 @@ from fleet.placement.request import MemorySize, parse_memory_size
 from tui.messages import PreviewReady, ServiceFailed, TaskSubmitted
 from tui.service import DispatchRequest, FleetService, PlacementPreview, TaskView
 
-PREVIEW_ELIGIBLE = 5  # eligible GPUs listed in the preview (best first); exclusions follow
+PREVIEW_ELIGIBLE = 3  # eligible GPUs listed in the preview (best first); exclusions follow
 KEYS_HINT = "Enter: preview · Ctrl+S: submit · Esc: close"
 
 
@@ -127,7 +127,8 @@ class DispatchScreen(ModalScreen[TaskView | None]):
             if len(preview.explanation) > PREVIEW_ELIGIBLE:
                 text.append(f"  … {len(preview.explanation) - PREVIEW_ELIGIBLE} more\n")
         if preview.exclusions:
-            text.append(f"excluded ({len(preview.exclusions)}):\n", style="bold")
+            more = ", scroll for all" if len(preview.exclusions) > PREVIEW_ELIGIBLE else ""
+            text.append(f"excluded ({len(preview.exclusions)}{more}):\n", style="bold")
             for line in preview.exclusions:
                 text.append(f"  {line}\n")
         text.rstrip()
