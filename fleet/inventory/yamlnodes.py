@@ -165,9 +165,10 @@ class YamlFile:
 
     def check_keys(self, entries: Iterable[Entry], allowed: Iterable[str], what: str) -> None:
         """ConfigError for the first key not in `allowed`, suggesting the closest valid key."""
-        valid = sorted(allowed)
+        known = frozenset(allowed)
         for entry in entries:
-            if entry.key not in valid:
+            if entry.key not in known:
+                valid = sorted(known)
                 raise self.error(
                     entry.key_node,
                     f"unknown key {entry.key!r} in {what}{closest(entry.key, valid)}; "
@@ -186,6 +187,8 @@ class YamlFile:
         """The Python value of a scalar node (str, int, float, bool, None, date)."""
         if not isinstance(node, yaml.ScalarNode):
             raise self.error(node, f"{what} must be a single value, not {kind(node)}")
+        if node.tag == STR_TAG:
+            return node.value  # what the constructor returns for a string, without its overhead
         try:
             return self._constructor.construct_object(node, deep=True)
         except yaml.YAMLError as exc:

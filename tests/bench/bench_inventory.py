@@ -44,14 +44,31 @@ def inventory_text(hosts: int, style: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def best_of(runs: int, work: Callable[[], object]) -> float:
-    """The fastest of `runs` wall-clock timings of `work()`, in seconds."""
-    timings = []
+def _timed(work: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def _c_load_without_gc(text: str) -> object:
+    gc.disable()
+    try:
+        return yaml.load(text, Loader=yaml.CSafeLoader)
+    finally:
+        gc.enable()
+
+
+def best_of(runs: int, contenders: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """The fastest of `runs` wall-clock timings of each contender, in seconds.
+
+    The contenders take turns within each run, so a burst of load from other processes on the
+    machine slows all of them rather than one.
+    """
+    timings: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(runs):
-        started = time.perf_counter()
-        work()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
+        for name, work in contenders.items():
+            timings[name].append(_timed(work))
+    return {name: min(values) for name, values in timings.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,18 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             size_kib = path.stat().st_size / 1024
             count = len(load_inventory(path).hosts)
             assert count == args.hosts, f"loaded {count} hosts, expected {args.hosts}"
-            fleet_s = best_of(args.runs, lambda p=path: load_inventory(p))
             text = path.read_text(encoding="utf-8")
-            c_loader_s = best_of(
-                args.runs, lambda t=text: yaml.load(t, Loader=yaml.CSafeLoader)
-            )
-            gc.disable()
-            try:
-                c_loader_no_gc_s = best_of(
-                    args.runs, lambda t=text: yaml.load(t, Loader=yaml.CSafeLoader)
-                )
-            finally:
-                gc.enable()
+            best = best_of(args.runs, {
+                "fleet": lambda p=path: load_inventory(p),
+                "c": lambda t=text: yaml.load(t, Loader=yaml.CSafeLoader),
+                "c_no_gc": lambda t=text: _c_load_without_gc(t),
+            })
+            fleet_s, c_loader_s, c_loader_no_gc_s = best["fleet"], best["c"], best["c_no_gc"]
             ratio = fleet_s / min(c_loader_s, c_loader_no_gc_s)
             print(
                 f"{style:5s} {size_kib:5.0f} KiB  fleet {fleet_s:6.3f} s  "
