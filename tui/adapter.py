@@ -148,8 +148,8 @@ class FleetAdapter:
         outcome = await self.fleet.discover(timeout=SCAN_S)
         return [_candidate_view(view) for view in outcome.views]
 
-    def discovery_scope(self) -> DiscoveryScope:
-        settings = self.fleet.discovery_settings()
+    async def discovery_scope(self) -> DiscoveryScope:
+        settings = await asyncio.to_thread(self.fleet.discovery_settings)  # may read the inventory
         return DiscoveryScope(tuple(settings.service_types), tuple(settings.interfaces))
 
     async def host_key(self, candidate_key: str) -> HostKeyFingerprint:

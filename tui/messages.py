@@ -10,6 +10,7 @@ from fleet.snapshot import FleetSnapshot
 from tui.service import (
     AllocationView,
     CandidateView,
+    DiscoveryScope,
     EventView,
     GpuHistory,
     HostKeyFingerprint,
@@ -83,9 +84,10 @@ class AllocationsLoaded(Message):
 
 @dataclass
 class CandidatesLoaded(Message):
-    """The discovery candidates were (re)loaded."""
+    """The discovery candidates were (re)loaded, with where discovery looks for them."""
 
     candidates: list[CandidateView]
+    scope: DiscoveryScope
 
 
 @dataclass

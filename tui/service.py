@@ -207,7 +207,7 @@ class FleetService(Protocol):
         """Browse the network once (a few seconds), record what answers; the candidates."""
         ...
 
-    def discovery_scope(self) -> DiscoveryScope:
+    async def discovery_scope(self) -> DiscoveryScope:
         """What discovery browses for and where (shown when nothing was found)."""
         ...
 

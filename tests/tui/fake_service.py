@@ -228,7 +228,7 @@ class FakeService:
         self.candidate_list = self.candidate_list + self.scan_finds
         return list(self.candidate_list)
 
-    def discovery_scope(self) -> DiscoveryScope:
+    async def discovery_scope(self) -> DiscoveryScope:
         return DiscoveryScope(("_ssh._tcp", "_fleet._tcp"), ("veth-lab",))
 
     async def preview(self, request: DispatchRequest) -> PlacementPreview:

@@ -44,8 +44,7 @@ class DiscoveryScreen(FleetScreen):
 
     def on_mount(self) -> None:
         self.query_one(KeyedTable).focus()
-        self.query_one("#discovery-empty", Static).update(
-            empty_explanation(self.service.discovery_scope()))
+        self.query_one("#discovery-empty", Static).display = False
         self.load()
         self.set_interval(REFRESH_S, self.load)
 
@@ -53,17 +52,21 @@ class DiscoveryScreen(FleetScreen):
     async def load(self) -> None:
         try:
             candidates = await self.service.candidates()
+            scope = await self.service.discovery_scope()
         except FleetError as exc:
             report_failure(self, "list discovery candidates", exc)
             return
-        self.post_message(CandidatesLoaded(candidates))
+        self.post_message(CandidatesLoaded(candidates, scope))
 
     @on(CandidatesLoaded)
     def loaded(self, message: CandidatesLoaded) -> None:
         now = self.now()
         self.candidates = {c.key: c for c in message.candidates}
         self.query_one(KeyedTable).sync({c.key: _cells(c, now) for c in message.candidates})
-        self.query_one("#discovery-empty", Static).display = not message.candidates
+        empty = self.query_one("#discovery-empty", Static)
+        empty.display = not message.candidates
+        if not message.candidates:
+            empty.update(empty_explanation(message.scope))
 
     def refresh_data(self) -> None:
         self.load()
