@@ -56,7 +56,7 @@ def _socket(value: str, origin: str) -> Path:
 
 def _configured_socket() -> ServerChoice | None:
     """`serve.socket` of the settings file, if the file exists and sets it."""
-    from fleet.monitor.config import default_config_path
+    from fleet.settings_path import default_config_path
 
     path = default_config_path()
     if not path.exists():

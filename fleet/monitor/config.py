@@ -7,7 +7,6 @@ file named by $FLEET_CONFIG), overridden by the inventory's `settings:` section.
 from __future__ import annotations
 
 import dataclasses
-import os
 import types
 import typing
 from dataclasses import dataclass
@@ -23,24 +22,14 @@ from fleet.health.rules import HealthSettings
 from fleet.inventory.yamlnodes import Entry, YamlFile, is_null, kind
 from fleet.monitor.sections import DELEGATED_SECTIONS, SECTIONS
 from fleet.monitor.settings import MonitorSettings, SshSettings
+from fleet.settings_path import default_config_path
 from fleet.timeparse import parse_duration
 
 if typing.TYPE_CHECKING:
     from fleet.inventory import Inventory
 
-CONFIG_FILENAME = "config.yaml"
 DEFAULT_ORIGIN = "default"
 T = TypeVar("T")
-
-
-def default_config_path() -> Path:
-    """$FLEET_CONFIG, else $XDG_CONFIG_HOME/fleet/config.yaml (default ~/.config/fleet/...)."""
-    explicit = os.environ.get("FLEET_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
-    config_home = os.environ.get("XDG_CONFIG_HOME", "")
-    base = Path(config_home) if os.path.isabs(config_home) else Path("~", ".config").expanduser()
-    return base / "fleet" / CONFIG_FILENAME
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,69 @@
+"""Which server a command uses: --server, FLEET_SERVER, serve.socket, the default socket, none."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from fleet.client.select import select_server
+from fleet.errors import ConfigError
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, short_dir: Path) -> Path:
+    """No FLEET_SERVER, an empty config home, and a runtime dir with no socket yet."""
+    monkeypatch.delenv("FLEET_SERVER", raising=False)
+    monkeypatch.delenv("FLEET_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_dir))
+    return short_dir
+
+
+def test_nothing_selected_means_local_mode(isolated: Path) -> None:
+    assert select_server() is None
+
+
+def test_explicit_option_beats_the_environment(isolated: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEET_SERVER", "/env/fleet.sock")
+    choice = select_server("/opt/fleet.sock")
+    assert choice is not None and (choice.socket_path, choice.origin) == \
+        (Path("/opt/fleet.sock"), "--server")
+    env_choice = select_server()
+    assert env_choice is not None and env_choice.socket_path == Path("/env/fleet.sock")
+    assert select_server("local") is None  # forces local mode even with FLEET_SERVER set
+
+
+def test_settings_file_then_default_socket(isolated: Path, tmp_path: Path) -> None:
+    default = isolated / "fleet" / "fleet.sock"
+    default.parent.mkdir()
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(default))
+    try:
+        choice = select_server()
+        assert choice is not None and (choice.socket_path, choice.origin) == \
+            (default, "the default socket")
+        config = tmp_path / "config" / "fleet" / "config.yaml"
+        config.parent.mkdir(parents=True)
+        config.write_text("serve:\n  socket: /run/fleet/fleet.sock\n")
+        configured = select_server()
+        assert configured is not None and configured.socket_path == Path("/run/fleet/fleet.sock")
+        config.write_text("serve:\n  sockets: /x\n")
+        with pytest.raises(ConfigError, match=r"config\.yaml:2"):
+            select_server()
+    finally:
+        listener.close()
+
+
+def test_a_plain_file_at_the_default_path_is_not_a_server(isolated: Path) -> None:
+    default = isolated / "fleet" / "fleet.sock"
+    default.parent.mkdir()
+    default.write_text("")
+    assert select_server() is None
+
+
+def test_ssh_servers_are_refused_until_they_are_served(isolated: Path) -> None:
+    with pytest.raises(ConfigError, match="ssh:// servers are not supported yet"):
+        select_server("ssh://head/run/fleet/fleet.sock")
