@@ -81,7 +81,8 @@ def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
          "temp_max", "power_avg", "power_max"],
         source,
     )
-    result = session.execute(statement)
+    # psycopg resets an INSERT ... SELECT's rowcount when its cursor closes unless kept.
+    result = session.execute(statement, execution_options={"preserve_rowcount": True})
     return RollupResult(int(result.rowcount or 0), start_ms, end_ms)  # type: ignore[attr-defined]
 
 

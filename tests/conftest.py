@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.sshserver",
     "tests.fixtures.cluster",
     "tests.fixtures.cli",
+    "tests.fixtures.database",
 ]

@@ -26,9 +26,9 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def database(db_path: Path) -> Iterator[Database]:
-    """A migrated database in a fresh file, closed after the test."""
-    opened = open_database(str(db_path))
+def database(db_url: str) -> Iterator[Database]:
+    """A migrated database of its own (SQLite file or PostgreSQL database), closed after."""
+    opened = open_database(db_url)
     yield opened
     opened.close()
 

@@ -91,10 +91,10 @@ database.close()
 
 
 def test_concurrent_processes_claiming_one_gpu_exactly_one_wins(
-    database: Database, seeded: SeededFleet, db_path: Path, tmp_path: Path
+    database: Database, seeded: SeededFleet, db_url: str, tmp_path: Path
 ) -> None:
     gpu = seeded.gpu_ids[("beta", 0)]
-    arguments = [[str(db_path), str(gpu), f"racer{i}"] for i in range(4)]
+    arguments = [[db_url, str(gpu), f"racer{i}"] for i in range(4)]
     verdicts = race(CLAIM_ON_GO, tmp_path / "go", arguments)
     assert sorted(verdicts) == ["lost", "lost", "lost", "won"]
     with database.session() as session:

@@ -27,6 +27,7 @@ def test_models_and_migrations_do_not_drift(database: Database) -> None:
     assert differences == []
 
 
+@pytest.mark.sqlite_only
 def test_active_allocation_index_is_partial_on_sqlite(database: Database) -> None:
     indexes = inspect(database.engine).get_indexes("allocations")
     active = next(index for index in indexes if index["name"] == "uq_allocations_active_gpu")
@@ -53,6 +54,7 @@ def test_postgresql_ddl_has_partial_unique_index_and_views() -> None:
     assert "BIGSERIAL" in ddl or "BIGINT" in ddl
 
 
+@pytest.mark.sqlite_only
 def test_views_answer_plain_sqlite3_queries(
     database: Database, seeded: SeededFleet, db_path: Path
 ) -> None:
@@ -85,6 +87,7 @@ def test_views_answer_plain_sqlite3_queries(
     assert tasks == []
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.skipif(not Path("/usr/bin/sqlite3").exists(), reason="sqlite3 CLI not installed")
 def test_sqlite3_cli_reads_views(database: Database, seeded: SeededFleet, db_path: Path) -> None:
     completed = subprocess.run(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,9 @@ from db.types import GpuFacts, HostFacts
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    """A migrated database in a fresh file, closed after the test."""
-    opened = open_database(str(tmp_path / "fleet.db"))
+def database(db_url: str) -> Iterator[Database]:
+    """A migrated database of its own (SQLite file or PostgreSQL database), closed after."""
+    opened = open_database(db_url)
     yield opened
     opened.close()
 

@@ -46,6 +46,7 @@ def _count_events(path: Path) -> int:
         connection.close()
 
 
+@pytest.mark.sqlite_only
 def test_backup_is_consistent_while_another_process_writes(database: Database,
                                                            tmp_path: Path) -> None:
     source = Path(database.engine.url.database or "")
@@ -78,6 +79,7 @@ def test_backup_is_consistent_while_another_process_writes(database: Database,
         assert not Path(f"{copy}-wal").exists()
 
 
+@pytest.mark.sqlite_only
 def test_backup_refuses_to_overwrite_without_force(database: Database, tmp_path: Path) -> None:
     destination = tmp_path / "copy.db"
     destination.write_text("precious")
@@ -97,6 +99,7 @@ def test_backup_and_check_are_sqlite_only() -> None:
     assert "secret" not in str(info.value)
 
 
+@pytest.mark.sqlite_only
 def test_check_healthy_then_corrupted_copy(database: Database, tmp_path: Path) -> None:
     source = Path(database.engine.url.database or "")
     connection = sqlite3.connect(source)

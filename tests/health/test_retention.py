@@ -1,4 +1,4 @@
-"""Rollup of raw GPU samples into 1-minute buckets (idempotent) and pruning, on an SQLite file."""
+"""Rollup of raw GPU samples into 1-minute buckets (idempotent, counted) and pruning."""
 
 from __future__ import annotations
 
