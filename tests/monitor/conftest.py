@@ -34,9 +34,9 @@ class MonitoredHost:
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    """A fresh migrated SQLite database file."""
-    opened = open_database(str(tmp_path / "fleet.db"))
+def database(db_url: str) -> Iterator[Database]:
+    """A migrated database of its own (SQLite file or PostgreSQL database), closed after."""
+    opened = open_database(db_url)
     yield opened
     opened.close()
 
