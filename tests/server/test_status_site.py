@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
+import sys
 import urllib.error
 import urllib.request
 
@@ -15,6 +18,7 @@ from fleet.health.metrics import MetricFamily
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
 from fleet.server.status_site import parse_listen_address, start_status_site
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
+from tests.server.conftest import ServeLabFactory
 
 HOSTILE_MODEL = 'Sim "H100" \\ 80GB\nfake_metric 1'
 
@@ -134,3 +138,30 @@ def test_parse_listen_address() -> None:
     assert parse_listen_address("9401") == ("127.0.0.1", 9401)
     with pytest.raises(ConfigError, match="HOST:PORT"):
         parse_listen_address("localhost:http")
+
+
+async def test_fleet_monitor_http_serves_status_and_metrics(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "fleet.cli.main", "monitor", "-q", "--http", "127.0.0.1:0",
+        cwd=lab.cli.home, env=lab.cli.env(lab.env()), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        line = await asyncio.wait_for(process.stderr.readline(), 30)
+        match = re.search(rb"http://127\.0\.0\.1:(\d+)", line)
+        assert match is not None, line
+        port = int(match.group(1))
+        for _ in range(100):  # until the monitor has read gpu1
+            status, _type, body = await _get(port, "/status")
+            if status == 200 and json.loads(body)["hosts"][0]["state"] == "up":
+                break
+            await asyncio.sleep(0.1)
+        assert json.loads(body)["hosts"][0]["spec"]["name"] == "gpu1"
+        metrics = {family.name: family for family in
+                   text_string_to_metric_families((await _get(port, "/metrics"))[2])}
+        assert [s.value for s in metrics["fleet_host_up"].samples] == [1.0]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 20)
+    assert process.returncode == 0
