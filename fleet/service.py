@@ -81,6 +81,7 @@ class Fleet:
         self.place = self.placement_service.place
         self.place_and_claim = self.placement_service.place_and_claim
         self.reserve = self.placement_service.reserve
+        self.reserve_gpus = self.placement_service.reserve_gpus
         self.release = self.placement_service.release
         self.release_mine = self.placement_service.release_mine
         self.allocations = self.placement_service.allocations

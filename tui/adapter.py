@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -120,13 +119,8 @@ class FleetAdapter:
 
     async def reserve(self, host: str, gpu_indices: Sequence[int], duration_s: float | None,
                       note: str | None) -> list[AllocationView]:
-        from fleet.placement.claim import claim
-        from fleet.placement.reservations import current_owner
-
-        expires = None if duration_s is None else int(time.time() + duration_s)
-        made = await asyncio.to_thread(
-            claim, self.fleet.database, host, list(gpu_indices), kind="reservation",
-            owner=self.owner or current_owner(), note=note, expires_at=expires)
+        made = await self.fleet.reserve_gpus(host, gpu_indices, duration_s=duration_s,
+                                             note=note, owner=self.owner)
         return [AllocationView(allocation_id, made.kind, made.owner, host, index,
                                made.created_at, None, made.expires_at, made.note)
                 for allocation_id, index in zip(made.allocation_ids, made.gpu_indices,

@@ -164,6 +164,33 @@ class PlacementService:
         return await self.place_and_claim(request, kind="reservation", owner=who, note=note,
                                           expires_at=expires_at)
 
+    async def reserve_gpus(
+        self,
+        host: str,
+        gpu_indices: Sequence[int],
+        *,
+        duration_s: float | None = None,
+        note: str | None = None,
+        owner: str | None = None,
+        caller: Caller | None = None,
+    ) -> Claim:
+        """Hold exactly these GPUs of `host` (all or none), e.g. picked in the TUI.
+
+        Raises AllocationConflict (exit 6) when one is already held, ConfigError for a host
+        fleet does not manage. Through the server the owner is always the caller's user.
+        """
+        from fleet.placement.claim import claim
+        from fleet.placement.reservations import current_owner
+
+        self.context.hosts.spec(host)
+        expires_at = None if duration_s is None else int(self.context.now() + duration_s)
+        who = caller.user if caller is not None else owner or current_owner()
+        database = self.context.database
+        indices = list(gpu_indices)
+        return await self.context.call("reserve GPUs", partial(
+            claim, database, host, indices, kind="reservation", owner=who, note=note,
+            expires_at=expires_at))
+
     async def release(self, allocation_ids: Sequence[int], *, force: bool = False,
                       caller: Caller | None = None) -> list[int]:
         """Release allocations by id (a running task's only with `force`); returns the ids.

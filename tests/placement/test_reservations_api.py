@@ -91,7 +91,8 @@ async def test_stale_data_is_probed_once_and_down_hosts_explained(tmp_path: Path
         assert time.monotonic() - started < 10
     assert not result.placed and result.source == "probe"
     (exclusion,) = result.exclusions
-    assert exclusion.index is None and exclusion.reasons[0].startswith("host is unreachable")
+    assert exclusion.index is None and exclusion.reasons[0].startswith("host is down")
+    assert "unreachable" in exclusion.reasons[0]  # the probe's outcome, kept as the reason
 
 
 async def test_unknown_host_pattern_is_an_error(service: fleet.service.Fleet) -> None:
