@@ -125,7 +125,8 @@ class RemoteFleet:
         """Events matching every filter (as `Fleet.events`)."""
         reply = await self.transport.get("events", events.EventList, {
             "since": since, "until": until, "severity": severity, "host": host, "kind": kind,
-            "limit": limit, "newest_first": newest_first})
+            "limit": "null" if limit is None else limit,  # no limit, not the default 100
+            "newest_first": newest_first})
         return events.events_from_wire(reply)
 
     async def allocations(self, active_only: bool = True) -> list[AllocationDetail]:

@@ -71,6 +71,13 @@ async def _pump(monitor: Monitor, broadcaster: Broadcaster) -> None:
         broadcaster.publish(snapshot_frame(snapshot))
 
 
+def _log_pump_end(pump: asyncio.Task[None]) -> None:
+    """A pump that ends with an error leaves watchers without updates: say so loudly."""
+    if not pump.cancelled() and pump.exception() is not None:
+        log.error("the snapshot stream stopped: %s", pump.exception(),
+                  exc_info=pump.exception())
+
+
 def _serve_metrics(broadcaster: Broadcaster) -> list[MetricFamily]:
     return [
         MetricFamily("fleet_serve_watchers", "Clients streaming /v1/watch.",
@@ -101,6 +108,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
             identities = Identities(serve_settings.admins, os.getuid())
             monitor = await service.start_monitor(options.pattern, settings=settings)
             pump = asyncio.create_task(_pump(monitor, broadcaster), name="fleet-serve-pump")
+            pump.add_done_callback(_log_pump_end)
             app = create_app(StatusSource(service.snapshot, lambda: _serve_metrics(broadcaster)),
                              lambda app: add_v1_routes(app, service, identities, broadcaster))
             runner = web.AppRunner(app, handle_signals=False, access_log=None,

@@ -56,6 +56,14 @@ async def test_reads_through_the_server_equal_local_answers(serve_lab: ServeLabF
         assert await remote.events(kind="host_drained") == \
             await local.events(kind="host_drained")
         assert await remote.allocations() == await local.allocations()
+        assert await remote.allocations(active_only=False) == \
+            await local.allocations(active_only=False)
+        every_local = await local.events(limit=None)  # the monitor may add events meanwhile
+        every_remote = await remote.events(limit=None)
+        assert len(every_local) > 1
+        assert [e for e in every_remote if e.id <= every_local[-1].id] == every_local
+        assert await remote.events(limit=1, severity="info", kind="host_drained") == \
+            await local.events(limit=1, severity="info", kind="host_drained")
         remote_hosts = {row.name: (row.address, row.port, row.gpu_count, row.drained)
                         for row in await remote.registered_hosts()}
         local_hosts = {row.name: (row.address, row.port, row.gpu_count, row.drained)
