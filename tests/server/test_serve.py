@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from db.events import add_event
 from db.tasks import create_task
 from fleet.errors import ConfigError
 from fleet.service import open as open_fleet
@@ -39,6 +40,9 @@ async def _seed_tasks(lab: ServeLab) -> None:
             for name, owner in (("a", "ann"), ("b", "bob")):
                 create_task(session, name=name, script=f"{name}.py", args=("x",),
                             gpus_requested=1, owner=owner, now=1000)
+            for i in range(120):  # more than the default page of 100
+                add_event(session, ts=1000 + i, kind="test_note", severity="info",
+                          message=f"note {i}")
 
 
 async def test_reads_through_the_server_equal_local_answers(serve_lab: ServeLabFactory) -> None:
@@ -60,7 +64,7 @@ async def test_reads_through_the_server_equal_local_answers(serve_lab: ServeLabF
             await local.allocations(active_only=False)
         every_local = await local.events(limit=None)  # the monitor may add events meanwhile
         every_remote = await remote.events(limit=None)
-        assert len(every_local) > 1
+        assert len(every_local) > 120
         assert [e for e in every_remote if e.id <= every_local[-1].id] == every_local
         assert await remote.events(limit=1, severity="info", kind="host_drained") == \
             await local.events(limit=1, severity="info", kind="host_drained")
