@@ -1,13 +1,15 @@
 """Which `fleet serve` to use: --server, FLEET_SERVER, the settings' serve.socket, the default.
 
-With none of them, and no socket at the default path, the answer is None: local mode, as
-always, and nothing is said about it. A server named explicitly (option, variable or setting)
-must be reachable: if it is not, the command fails (exit 9) instead of silently going local.
+With none of them, and no server listening at the default path (a crashed server's socket
+file does not count), the answer is None: local mode, as always, and nothing is said about
+it. A server named explicitly (option, variable or setting) must be reachable: if it is not,
+the command fails (exit 9) instead of silently going local.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +44,7 @@ def select_server(explicit: str | None = None) -> ServerChoice | None:
     from fleet.server.paths import default_socket_path
 
     default = default_socket_path()
-    if _is_socket(default):
+    if _is_socket(default) and _listening(default):
         return ServerChoice(default, "the default socket")
     return None
 
@@ -69,6 +71,19 @@ def _configured_socket() -> ServerChoice | None:
     if not socket:
         return None
     return ServerChoice(Path(socket).expanduser(), f"serve.socket in {path}")
+
+
+def _listening(path: Path) -> bool:
+    """Whether a server accepts on `path` (a dead server's socket file refuses at once)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def _is_socket(path: Path) -> bool:

@@ -42,6 +42,8 @@ def test_settings_file_then_default_socket(isolated: Path, tmp_path: Path) -> No
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(default))
     try:
+        assert select_server() is None  # bound but not listening: a dead server's socket
+        listener.listen(1)
         choice = select_server()
         assert choice is not None and (choice.socket_path, choice.origin) == \
             (default, "the default socket")
