@@ -195,3 +195,27 @@ async def test_sigterm_removes_the_socket_and_tasks_keep_running(
     await wait_ready(again)
     async with lab.remote(again) as remote:
         assert (await remote.task(task_id)).state == "running"
+
+
+async def test_ten_watchers_share_one_probe_per_host(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(2, 1)
+    server = await lab.serve()
+    before = {handle.spec.name: list(handle.host.started_pids) for handle in lab.hosts}
+
+    async def watcher() -> list[float]:
+        seen: list[float] = []
+        async with lab.remote(server) as remote:
+            async for snapshot in remote.watch():
+                assert [host.spec.name for host in snapshot.hosts] == ["gpu1", "gpu2"]
+                seen.append(snapshot.taken_at)
+                if len(seen) == 4:
+                    return seen
+
+    streams = await asyncio.wait_for(asyncio.gather(*(watcher() for _ in range(10))), 60)
+
+    assert all(len(seen) == 4 and seen == sorted(seen) for seen in streams)
+    after = {handle.spec.name: list(handle.host.started_pids) for handle in lab.hosts}
+    assert after == before  # no watcher started a probe: the server's one stream serves all
+    for name, pids in after.items():
+        live = [pid for pid in pids if group_alive(pid)]
+        assert len(live) == 1, (name, pids)  # exactly one probe process per host
