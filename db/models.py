@@ -2,7 +2,8 @@
 
 Timestamps: integer epoch seconds in hosts, gpus, tasks, allocations, events and candidates;
 integer epoch milliseconds (`ts`, `bucket_ts`) in the sample tables, which are compact and sort
-cheaply. JSON-valued columns (`*_json`) hold text written with `json.dumps`.
+cheaply. JSON-valued columns (`*_json`) hold text written with `json.dumps`. Every integer a
+probe reports is 64-bit, the range the probe parser accepts.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ NAMING_CONVENTION = {
 
 # A 64-bit id on PostgreSQL; on SQLite it must be plain INTEGER to alias the rowid.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+# A probe-reported integer: 64-bit everywhere (SQLite's INTEGER already is; migration 0006
+# widened PostgreSQL's columns without rebuilding SQLite tables).
+ProbeInt = BigInteger().with_variant(Integer(), "sqlite")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -87,9 +91,9 @@ class Host(Base):
     kernel: Mapped[str | None] = mapped_column(String(255))
     driver_version: Mapped[str | None] = mapped_column(String(64))
     cuda_driver_version: Mapped[str | None] = mapped_column(String(64))
-    cpu_count: Mapped[int | None] = mapped_column(Integer)
+    cpu_count: Mapped[int | None] = mapped_column(ProbeInt)
     memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    gpu_count: Mapped[int | None] = mapped_column(Integer)
+    gpu_count: Mapped[int | None] = mapped_column(ProbeInt)
     first_seen: Mapped[int] = mapped_column(BigInteger)
     last_seen: Mapped[int] = mapped_column(BigInteger)
     last_probe_at: Mapped[int | None] = mapped_column(BigInteger)
@@ -157,11 +161,11 @@ class GpuSample(Base):
     temperature_c: Mapped[float | None] = mapped_column(Float)
     power_draw_w: Mapped[float | None] = mapped_column(Float)
     fan_speed_pct: Mapped[float | None] = mapped_column(Float)
-    performance_state: Mapped[int | None] = mapped_column(Integer)
-    clock_sm_mhz: Mapped[int | None] = mapped_column(Integer)
-    clock_mem_mhz: Mapped[int | None] = mapped_column(Integer)
+    performance_state: Mapped[int | None] = mapped_column(ProbeInt)
+    clock_sm_mhz: Mapped[int | None] = mapped_column(ProbeInt)
+    clock_mem_mhz: Mapped[int | None] = mapped_column(ProbeInt)
     ecc_errors_uncorrected: Mapped[int | None] = mapped_column(BigInteger)
-    process_count: Mapped[int | None] = mapped_column(Integer)
+    process_count: Mapped[int | None] = mapped_column(ProbeInt)
     lost: Mapped[bool] = mapped_column(Boolean)
 
 
