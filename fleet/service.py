@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.context import FleetContext
-from fleet.errors import StorageError
 from fleet.services.database import DatabaseService
 from fleet.services.discovery import DiscoveryOutcome, DiscoveryService
 from fleet.services.dispatch import DispatchService
@@ -33,7 +32,7 @@ from fleet.services.hosts import HostService
 from fleet.services.monitor import MonitorService
 from fleet.services.placement import PlacementService
 from fleet.ssh.options import SshOptions
-from fleet.storage import redact_url
+from fleet.storage import redact_url, storage_errors
 
 if TYPE_CHECKING:
     from db.engine import Database
@@ -136,12 +135,9 @@ class Fleet:
 def open_database(url: str | None) -> Database:
     """Open (creating and migrating) the database, as a StorageError on failure."""
     from db.engine import open_database as db_open
-    from db.errors import DatabaseError
 
-    try:
+    with storage_errors(None):
         return db_open(url)
-    except DatabaseError as exc:
-        raise StorageError(str(exc)) from exc
 
 
 @asynccontextmanager

@@ -26,8 +26,12 @@ def redact_url(url: str) -> str:
 
 
 @contextmanager
-def storage_errors(action: str, url: str | None = None) -> Iterator[None]:
-    """Run the block; a database failure becomes StorageError("cannot ACTION in URL: …")."""
+def storage_errors(action: str | None, url: str | None = None) -> Iterator[None]:
+    """Run the block; a database failure becomes StorageError("cannot ACTION in URL: …").
+
+    With `action` None the storage layer's own message is kept whole (opening the database:
+    it already names the URL and, for a missing driver, the package to install).
+    """
     from sqlalchemy.exc import SQLAlchemyError
 
     from db.errors import AllocationConflict as DbAllocationConflict
@@ -37,9 +41,14 @@ def storage_errors(action: str, url: str | None = None) -> Iterator[None]:
         yield
     except DbAllocationConflict as exc:
         raise AllocationConflict(str(exc)) from exc
-    except (SQLAlchemyError, DatabaseError) as exc:
+    except DatabaseError as exc:  # its message already names the database
+        if action is None:
+            raise StorageError(str(exc)) from exc
+        raise StorageError(f"cannot {action}: {_first_line(exc)}") from exc
+    except SQLAlchemyError as exc:
         where = f" in {redact_url(url)}" if url else ""
-        raise StorageError(f"cannot {action}{where}: {_first_line(exc)}") from exc
+        raise StorageError(f"cannot {action or 'use the database'}{where}: "
+                           f"{_first_line(exc)}") from exc
 
 
 def _first_line(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from fleet.errors import StorageError
 from fleet.health.hooks import HookRunner
 from fleet.health.rules import HealthTracker
 from fleet.model import HostOutcome, HostSpec, ProbeReport
@@ -19,6 +20,7 @@ from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
+from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
     from db.engine import Database
@@ -339,8 +341,10 @@ class Monitor:
 
         settings = self.settings.retention
 
+        database = self.writer.database
+
         def one_pass() -> None:
-            with self.writer.database.session() as session:
+            with storage_errors("apply retention", database.url), database.session() as session:
                 result = apply_retention(session, settings, time.time())
             log.info("retention: %s", result)
 
@@ -348,28 +352,22 @@ class Monitor:
             try:
                 await asyncio.to_thread(one_pass)
                 self.retention_passes += 1
-            except Exception as exc:
-                from sqlalchemy.exc import SQLAlchemyError
-
-                from db.errors import DatabaseError
-
-                if not isinstance(exc, SQLAlchemyError | DatabaseError):
-                    raise
+            except StorageError as exc:
                 log.error("retention pass failed: %s", exc)
             await asyncio.sleep(settings.interval_s)
 
     async def _housekeeping_loop(self) -> None:
-        """Run the service's housekeeping every HOUSEKEEPING_INTERVAL_S; failures are logged."""
-        from sqlalchemy.exc import SQLAlchemyError
+        """Run the service's housekeeping every HOUSEKEEPING_INTERVAL_S; failures are logged.
 
-        from db.errors import DatabaseError
+        The services map database errors to StorageError (a FleetError) at their edge.
+        """
         from fleet.errors import FleetError
 
         assert self.housekeeping is not None
         while True:
             try:
                 await self.housekeeping(self)
-            except (FleetError, SQLAlchemyError, DatabaseError, OSError) as exc:
+            except (FleetError, OSError) as exc:
                 log.error("housekeeping pass failed: %s", exc)
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
 

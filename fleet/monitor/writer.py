@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fleet.errors import FleetError
+from fleet.errors import FleetError, StorageError
 from fleet.health.rules import HealthChange, HostSeed
 from fleet.model import HostOutcome, HostSpec, HostState, ProbeReport
+from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from db.types import GpuFacts, GpuSampleIn, HostProbeFacts, HostSampleIn, Severity
 
 log = logging.getLogger("fleet.monitor.writer")
+T = TypeVar("T")
 
 # Buffered rows kept while the database refuses writes; beyond this the oldest are dropped.
 MAX_BACKLOG_FLUSHES = 10
@@ -174,17 +177,9 @@ class SampleWriter:
                 await self._refresh_drains()
                 return 0
             try:
-                written = await asyncio.to_thread(self._write, batch)
-            except (FleetError, OSError, LookupError, ValueError) as exc:
-                self._keep_for_retry(batch, exc)
-                return 0
-            except Exception as exc:
-                from sqlalchemy.exc import SQLAlchemyError
-
-                from db.errors import DatabaseError
-
-                if not isinstance(exc, SQLAlchemyError | DatabaseError):
-                    raise
+                written = await asyncio.to_thread(self._guarded, "write samples", self._write,
+                                                  batch)
+            except (FleetError, OSError, LookupError, ValueError) as exc:  # StorageError too
                 self._keep_for_retry(batch, exc)
                 return 0
             return written
@@ -215,15 +210,15 @@ class SampleWriter:
 
     async def _refresh_drains(self) -> None:
         try:
-            self.drains = await asyncio.to_thread(self._read_drains_only)
-        except Exception as exc:
-            from sqlalchemy.exc import SQLAlchemyError
+            self.drains = await asyncio.to_thread(self._guarded, "read drain flags",
+                                                  self._read_drains_only)
+        except StorageError as exc:
+            log.error("%s", exc)
 
-            from db.errors import DatabaseError
-
-            if not isinstance(exc, SQLAlchemyError | DatabaseError):
-                raise
-            log.error("cannot read drain flags: %s", exc)
+    def _guarded(self, action: str, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` with database errors as StorageError (fleet/storage.py)."""
+        with storage_errors(action, self.database.url):
+            return work(*args)
 
     def _read_drains_only(self) -> Drains:
         with self.database.session() as session:
