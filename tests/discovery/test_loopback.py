@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.services.discovery import DiscoveryOutcome
 from fleet.discovery.browse import DiscoverySession, select_interfaces
 from fleet.inventory import Inventory
 from fleet.service import Fleet, open_database
+from fleet.services.discovery import DiscoveryOutcome
 from fleet.sim import gpus as scenarios
 from fleet.ssh.options import SshOptions
 from tests.cli.conftest import FleetCli
