@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from db.models import Event, Gpu, Host
@@ -47,7 +47,9 @@ def find_events(
     """The newest `limit` events matching every given filter, oldest first.
 
     since/until are epoch seconds (since <= ts < until); `severity` keeps that level and worse;
-    `host` is a host name; `kind` an event kind or a glob ("gpu_*").
+    `host` is a host name; `kind` an event kind or a glob ("gpu_*", `*` any run, `?` one
+    character), matched case-insensitively on every backend (kinds are stored lower-case;
+    SQLite's LIKE ignores ASCII case and PostgreSQL's does not, so both sides are lowered).
     Raises ValueError for an unknown severity or a non-positive limit.
     """
     if severity is not None and severity not in SEVERITIES:
@@ -68,10 +70,11 @@ def find_events(
     if host is not None:
         query = query.where(Host.name == host)
     if kind is not None:
+        stored_kind = func.lower(Event.kind)
         if "*" in kind or "?" in kind:
-            query = query.where(Event.kind.like(_like_pattern(kind), escape="\\"))
+            query = query.where(stored_kind.like(_like_pattern(kind.lower()), escape="\\"))
         else:
-            query = query.where(Event.kind == kind)
+            query = query.where(stored_kind == kind.lower())
     query = query.order_by(Event.ts.desc(), Event.id.desc())
     if limit is not None:
         query = query.limit(limit)

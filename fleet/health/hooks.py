@@ -66,7 +66,9 @@ class HookCommand:
     def wants(self, event: Mapping[str, object]) -> bool:
         """True when `event` passes this hook's kind and severity filters."""
         kind = str(event.get("kind", ""))
-        if self.kinds and not any(fnmatch.fnmatchcase(kind, pattern) for pattern in self.kinds):
+        # Kinds match case-insensitively, as `fleet events --kind` does (db.event_queries).
+        if self.kinds and not any(fnmatch.fnmatchcase(kind.lower(), pattern.lower())
+                                  for pattern in self.kinds):
             return False
         severity = str(event.get("severity", "info"))
         rank = SEVERITIES.index(severity) if severity in SEVERITIES else 0

@@ -126,3 +126,10 @@ def test_hook_settings_are_validated() -> None:
         HookCommand("true", min_severity="loud")
     with pytest.raises(ValueError, match="max_concurrent"):
         HookSettings(max_concurrent=0)
+
+
+def test_hook_kinds_match_case_insensitively_like_fleet_events() -> None:
+    hook = HookCommand(("true",), kinds=("GPU_*", "Host_Down"))
+    assert hook.wants(EVENT)
+    assert hook.wants({**EVENT, "kind": "host_down"})
+    assert not hook.wants({**EVENT, "kind": "host_up"})
