@@ -1,4 +1,4 @@
-"""Builds the self-contained probe program (pynvml + remote.py) and the command that runs it."""
+"""Builds the self-contained probe program (trimmed pynvml + remote.py) and its command line."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import functools
 import hashlib
 import importlib.util
 import json
+import logging
+import os
 import shlex
 import zlib
 from pathlib import Path
 
 from fleet.errors import FleetError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TASKS_DIR = "~/.fleet/tasks"
 REMOTE_SOURCE_PATH = Path(__file__).with_name("remote.py")
@@ -91,12 +95,58 @@ def pynvml_source_path() -> Path:
     return Path(spec.origin)
 
 
+def full_pynvml_source() -> str:
+    """The installed nvidia-ml-py's pynvml.py, whole (what the trimmed module is cut from)."""
+    return pynvml_source_path().read_text(encoding="utf-8")
+
+
+def _read_private(path: Path) -> str | None:
+    """The text of a file of this user's that nobody else can write (so safe to ship to
+    hosts), or None where there is no such file."""
+    try:
+        info = path.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _trimmed_pynvml(full: str, remote: str) -> str:
+    """trim_pynvml(full, remote), cached in the controller's user cache: trimming parses the
+    whole binding (~0.1-0.4 s), which every process that probes would pay otherwise."""
+    from fleet.probe import trim
+
+    key = hashlib.sha256()
+    for part in (full, remote, Path(trim.__file__).read_text(encoding="utf-8")):
+        key.update(hashlib.sha256(part.encode("utf-8")).digest())
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = base / "fleet" / "bundle" / f"pynvml-{key.hexdigest()[:24]}.py"
+    cached = _read_private(path)
+    if cached is not None:
+        return cached
+    trimmed = trim.trim_pynvml(full, remote)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(trimmed, encoding="utf-8")
+        partial.chmod(0o600)
+        os.replace(partial, path)
+    except OSError as exc:
+        log.debug("trimmed pynvml not cached at %s: %s", path, exc)
+    return trimmed
+
+
 @functools.lru_cache(maxsize=1)
 def _sources() -> tuple[str, str]:
-    return (
-        pynvml_source_path().read_text(encoding="utf-8"),
-        REMOTE_SOURCE_PATH.read_text(encoding="utf-8"),
-    )
+    """(pynvml as shipped: trimmed to what remote.py uses, remote.py)."""
+    remote = REMOTE_SOURCE_PATH.read_text(encoding="utf-8")
+    return _trimmed_pynvml(full_pynvml_source(), remote), remote
+
+
+def shipped_pynvml_source() -> str:
+    """The pynvml source the probe program carries (trimmed)."""
+    return _sources()[0]
 
 
 def probe_arguments(
@@ -120,12 +170,21 @@ def probe_arguments(
     return [*arguments, "--tasks-dir", tasks_dir]
 
 
-def payload_source(arguments: list[str]) -> str:
-    """The Python source the bootstrap executes (uncompressed), for the given probe arguments."""
-    pynvml_source, remote_source = _sources()
+def payload_source(arguments: list[str], pynvml_source: str | None = None) -> str:
+    """The Python source the bootstrap executes (uncompressed), for the given probe arguments;
+    `pynvml_source` replaces the shipped (trimmed) pynvml, e.g. by the whole binding."""
+    shipped, remote_source = _sources()
     return _PAYLOAD_TEMPLATE.format(
-        pynvml=repr(pynvml_source), remote=repr(remote_source), args=json.dumps(arguments)
+        pynvml=repr(shipped if pynvml_source is None else pynvml_source),
+        remote=repr(remote_source),
+        args=json.dumps(arguments),
     )
+
+
+def encode_program(source: str) -> bytes:
+    """A payload source as the bootstrap reads it on stdin: a length line, then zlib data."""
+    compressed = zlib.compress(source.encode("utf-8"), 9)
+    return b"%d\n" % len(compressed) + compressed
 
 
 @functools.lru_cache(maxsize=64)
@@ -136,9 +195,7 @@ def probe_program(
     max_samples: int | None = None,
 ) -> bytes:
     """The bytes to write to the stdin of probe_command(): a length line, then zlib payload."""
-    source = payload_source(probe_arguments(mode, interval, tasks_dir, max_samples))
-    compressed = zlib.compress(source.encode("utf-8"), 9)
-    return b"%d\n" % len(compressed) + compressed
+    return encode_program(payload_source(probe_arguments(mode, interval, tasks_dir, max_samples)))
 
 
 def probe_command(python: str = "python3") -> str:

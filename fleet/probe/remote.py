@@ -5,7 +5,6 @@
 # probe its own machine in-process, so everything below the imports is importable and the
 # command line entry point is main(argv).
 
-import argparse
 import json
 import os
 import select
@@ -483,18 +482,62 @@ def stream(interval, max_samples, tasks_dir, out, stdin_fd, cpu_before=None):
         session.stop()
 
 
-def _parse_args(argv):
-    parser = argparse.ArgumentParser(prog="fleet-probe", description=__doc__)
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--once", action="store_true", help="print one reading and exit")
-    mode.add_argument("--interval", type=float, help="print a reading every INTERVAL seconds")
-    parser.add_argument("--max-samples", type=int, default=None)
-    parser.add_argument("--tasks-dir", default=DEFAULT_TASKS_DIR)
-    args = parser.parse_args(argv)
-    if args.interval is not None and not args.interval > 0:
-        parser.error("--interval must be > 0")
-    if args.max_samples is not None and args.max_samples < 1:
-        parser.error("--max-samples must be >= 1")
+class ProbeArguments(object):
+    """The probe's command line: --once | --interval S, [--max-samples N], [--tasks-dir D]."""
+
+    def __init__(self):
+        self.once = False
+        self.interval = None
+        self.max_samples = None
+        self.tasks_dir = DEFAULT_TASKS_DIR
+
+
+_USAGE = ("usage: fleet-probe (--once | --interval INTERVAL) [--max-samples MAX_SAMPLES]"
+          " [--tasks-dir TASKS_DIR]")
+
+
+class UsageError(Exception):
+    """A bad probe command line (reported like argparse would: usage, message, exit 2)."""
+
+
+def _number(option, text, kind):
+    try:
+        return kind(text)
+    except ValueError:
+        raise UsageError("argument %s: invalid %s value: %r" % (option, kind.__name__, text)) from None
+
+
+def parse_args(argv):
+    """ProbeArguments from argv (hand-parsed: importing argparse costs a host ~10 ms)."""
+    args = ProbeArguments()
+    values = {}
+    position = 0
+    while position < len(argv):
+        option, separator, inline = argv[position].partition("=")
+        position += 1
+        if option == "--once" and not separator:
+            values[option] = True
+            continue
+        if option not in ("--interval", "--max-samples", "--tasks-dir"):
+            raise UsageError("unrecognized arguments: %s" % argv[position - 1])
+        if not separator:
+            if position >= len(argv):
+                raise UsageError("argument %s: expected one argument" % option)
+            inline = argv[position]
+            position += 1
+        values[option] = inline
+    if ("--once" in values) == ("--interval" in values):
+        raise UsageError("exactly one of the arguments --once --interval is required")
+    args.once = "--once" in values
+    if "--interval" in values:
+        args.interval = _number("--interval", values["--interval"], float)
+        if not args.interval > 0:
+            raise UsageError("--interval must be > 0")
+    if "--max-samples" in values:
+        args.max_samples = _number("--max-samples", values["--max-samples"], int)
+        if args.max_samples < 1:
+            raise UsageError("--max-samples must be >= 1")
+    args.tasks_dir = values.get("--tasks-dir", DEFAULT_TASKS_DIR)
     return args
 
 
@@ -511,7 +554,11 @@ def main(argv, cpu_before=None):
     cpu_before: a cpu_mark() taken earlier by the caller (the bundle takes it before compiling
     pynvml), so the CPU busy measurement overlaps start-up instead of adding a sleep.
     """
-    args = _parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except UsageError as error:
+        sys.stderr.write("%s\nfleet-probe: error: %s\n" % (_USAGE, error))
+        return 2
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         signal.signal(getattr(signal, name), _on_signal)
     out = sys.stdout

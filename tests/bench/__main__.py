@@ -28,6 +28,17 @@ from tests.bench.report import write_reports
 SECTIONS = ("startup", "storage", "fanout", "dispatch", "monitor", "discovery", "tui")
 
 
+def _host_counts(text: str) -> list[int]:
+    """`--hosts 16,32,64`: sorted distinct positive host counts."""
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a list of host counts: {text!r}") from exc
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"host counts must be >= 1: {text!r}")
+    return counts
+
+
 def _guarded(results: Results, name: str, work: Callable[[], None]) -> None:
     """A section that breaks is reported (with its error) and the suite goes on."""
     started = time.monotonic()
@@ -48,11 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "bench",
                         help="where latest.md / latest.json go [default: docs/bench]")
     parser.add_argument("--runs", type=int, help="override the number of runs per figure")
+    parser.add_argument("--hosts", type=_host_counts,
+                        help="host counts for the namespace sections, e.g. 16,32,64")
     args = parser.parse_args(argv)
     sections = args.only or list(SECTIONS)
     quick = args.quick
     runs = args.runs or (2 if quick else 5)
-    counts = [8, 16] if quick else [32, 64]
+    counts = args.hosts or ([8, 16] if quick else [32, 64])
     results = Results()
     started = time.monotonic()
     started_at = datetime.now(UTC)

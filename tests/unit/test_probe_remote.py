@@ -260,3 +260,85 @@ def test_missing_tasks_dir_uses_its_nearest_existing_parent(sim_host: SimHost) -
     assert report.host.disk_tasks_total_bytes != report.host.disk_root_total_bytes
     root = os.statvfs("/")
     assert report.host.disk_root_total_bytes == root.f_blocks * root.f_frsize
+
+
+@pytest.mark.parametrize(
+    ("argv", "once", "interval", "max_samples", "tasks_dir"),
+    [
+        (["--once"], True, None, None, "~/.fleet/tasks"),
+        (["--interval", "1.5", "--max-samples", "3", "--tasks-dir", "/x"], False, 1.5, 3, "/x"),
+        (["--interval=2", "--tasks-dir=/t d"], False, 2.0, None, "/t d"),
+    ],
+)
+def test_probe_arguments_are_parsed(
+    argv: list[str], once: bool, interval: float | None, max_samples: int | None, tasks_dir: str
+) -> None:
+    from fleet.probe.remote import parse_args
+
+    args = parse_args(argv)
+    assert (args.once, args.interval, args.max_samples, args.tasks_dir) == (
+        once,
+        interval,
+        max_samples,
+        tasks_dir,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "exactly one of the arguments --once --interval is required"),
+        (["--once", "--interval", "1"], "exactly one of the arguments --once --interval"),
+        (["--interval", "0"], "--interval must be > 0"),
+        (["--interval", "soon"], "argument --interval: invalid float value: 'soon'"),
+        (["--once", "--max-samples", "0"], "--max-samples must be >= 1"),
+        (["--once", "--verbose"], "unrecognized arguments: --verbose"),
+        (["--interval"], "argument --interval: expected one argument"),
+    ],
+)
+def test_bad_probe_arguments_exit_2_with_usage(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleet.probe.remote import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: fleet-probe (--once | --interval INTERVAL)")
+    assert f"fleet-probe: error: {message}" in err
+
+
+def test_probe_program_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """argparse, socket, importlib.util and ctypes.util (subprocess, shutil, tempfile) each
+    cost a host milliseconds per probe; the shipped program imports none of them."""
+    from fleet.probe.bundle import BOOTSTRAP
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), LD_LIBRARY_PATH=str(tmp_path))
+    completed = subprocess.run(
+        [
+            SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else VENV_PYTHON,
+            "-X",
+            "importtime",
+            "-c",
+            BOOTSTRAP,
+        ],
+        input=probe_program("once", None),
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in completed.stderr.decode().splitlines()
+        if line.startswith("import ")
+    }
+    assert {"ctypes", "json", "signal"} <= imported  # the listing is real
+    assert not imported & {
+        "argparse",
+        "socket",
+        "importlib.util",
+        "ctypes.util",
+        "subprocess",
+        "shutil",
+        "tempfile",
+    }
