@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,3 +143,19 @@ async def test_whoami_is_the_peer_not_a_header(served: Served) -> None:
     assert (me.user, me.uid, me.is_admin) == (user_name(os.getuid()), os.getuid(), True)
     assert me.server_pid == os.getpid()
     assert Caller(me.user, me.uid).may_act_on(me.user)
+
+
+async def test_the_readme_lab_mode_example_runs(served: Served) -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("## Lab mode (`fleet serve`)", 1)[1].split("\n## ", 1)[0]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match is not None
+    code = match.group(1).replace("/run/fleet/fleet.sock", str(served.socket_path))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, stderr.decode()
+    from fleet.caller import user_name
+
+    assert stdout.decode().splitlines() == [f"{user_name(os.getuid())} admin"]
