@@ -1,5 +1,7 @@
 """SQLite backup (online backup API, consistent while others write) and integrity checking.
 
+db.pg_maintenance does the same for PostgreSQL with the same result types.
+
 Both work on the raw sqlite3 module, never migrating or creating anything: a backup or a check
 of a database must not change it.
 """
@@ -27,28 +29,38 @@ class NotSqliteError(DatabaseError):
 
 @dataclass(frozen=True, slots=True)
 class BackupResult:
-    """A finished backup: where, how big, how long, and the copy's quick_check verdict."""
+    """A finished backup: of what, where, how big, how long, and how the copy was verified.
 
-    source: Path
+    `source` is the file, or the server URL with its password hidden; `pages` is the SQLite
+    copy's page count (None for a dump); `verified` says what checked the copy.
+    """
+
+    source: str
     destination: Path
     size_bytes: int
-    pages: int
+    pages: int | None
     seconds: float
-    quick_check: str
+    verified: str
+    method: str
 
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """An integrity check: ok when there are no problems; `revision` the schema version found."""
+    """A check: ok when there are no problems; `revision` the schema version found.
 
-    path: Path
+    `target` is the file, or the server URL with its password hidden; `checks` names what was
+    checked besides the schema revision.
+    """
+
+    target: str
     problems: tuple[str, ...]
     revision: str | None
     head: str
+    checks: tuple[str, ...]
 
     @property
     def ok(self) -> bool:
-        """True when integrity, foreign keys and schema version are all fine."""
+        """True when every check and the schema version are fine."""
         return not self.problems
 
 
@@ -62,8 +74,7 @@ def sqlite_path_of(url: str) -> Path:
     if path is None:
         shown = parsed.render_as_string(hide_password=True)
         raise NotSqliteError(
-            f"{shown} is not an SQLite file database: backup and check are SQLite-only "
-            "(use the database's own tools, e.g. pg_dump / amcheck, for PostgreSQL)"
+            f"{shown} is not an SQLite file database"
         )
     return path
 
@@ -124,8 +135,9 @@ def backup_sqlite(url: str, destination: Path, *, force: bool = False) -> Backup
         source.close()
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
-    return BackupResult(source_path, destination, destination.stat().st_size, pages,
-                        time.monotonic() - started, verdict)
+    return BackupResult(str(source_path), destination, destination.stat().st_size, pages,
+                        time.monotonic() - started, f"quick_check {verdict}",
+                        "sqlite online backup")
 
 
 def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
@@ -161,4 +173,5 @@ def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
     if revision != HEAD_REVISION and not any(p.startswith("unreadable") for p in problems):
         problems.append(f"schema revision is {revision or 'none'}, this fleet expects "
                         f"{HEAD_REVISION} (opening it with fleet migrates it)")
-    return CheckResult(path, tuple(problems), revision, HEAD_REVISION)
+    return CheckResult(str(path), tuple(problems), revision, HEAD_REVISION,
+                       ("integrity", "foreign keys"))

@@ -1,4 +1,4 @@
-"""`fleet db`: back up the SQLite database while it is in use, check it, apply retention now."""
+"""`fleet db`: back up the database while it is in use, check it, apply retention, copy it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fleet.render.exit_codes import EXIT_FAILED
 
 @click.group("db")
 def db_group() -> None:
-    """Maintain the fleet database (backup and check are SQLite-only)."""
+    """Maintain the fleet database (SQLite file or PostgreSQL)."""
 
 
 @db_group.command("backup")
@@ -24,8 +24,10 @@ def db_group() -> None:
 def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
     """Copy the database to FILE, consistently, even while `fleet monitor` writes to it.
 
-    Uses SQLite's online backup; FILE is created with mode 0600, checked with quick_check and
-    renamed into place only when complete. Refuses to overwrite FILE without --force.
+    SQLite: the online backup API, checked with quick_check. PostgreSQL: pg_dump's custom
+    format (restore with pg_restore), listed with pg_restore --list; exits 2 when pg_dump is
+    not installed. FILE is created with mode 0600 and renamed into place only when complete.
+    Refuses to overwrite FILE without --force.
 
     \b
     Examples:
@@ -37,12 +39,14 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
     options = global_options(ctx)
     result = backup(options.db_url, destination, force=force)
     if options.as_json:
-        echo_json({"source": str(result.source), "destination": str(result.destination),
-                   "size_bytes": result.size_bytes, "pages": result.pages,
-                   "seconds": round(result.seconds, 3), "quick_check": result.quick_check})
+        echo_json({"source": result.source, "destination": str(result.destination),
+                   "method": result.method, "size_bytes": result.size_bytes,
+                   "pages": result.pages, "seconds": round(result.seconds, 3),
+                   "verified": result.verified})
     else:
-        click.echo(f"backed up {result.source} to {result.destination} "
-                   f"({result.size_bytes / 1e6:.1f} MB in {result.seconds:.2f}s, quick_check ok)")
+        click.echo(f"backed up {result.source} to {result.destination} ({result.method}, "
+                   f"{result.size_bytes / 1e6:.1f} MB in {result.seconds:.2f}s, "
+                   f"{result.verified})")
     return 0
 
 
@@ -50,10 +54,12 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
 @json_option
 @click.pass_context
 def db_check(ctx: click.Context) -> int:
-    """Verify the database: integrity_check, foreign_key_check and schema version.
+    """Verify the database and its schema version, changing nothing.
 
-    Opens the file read-only and changes nothing. Exits 0 when healthy, 1 with the problems
-    listed otherwise, 2 for a non-SQLite database.
+    SQLite (opened read-only): integrity_check and foreign_key_check. PostgreSQL: every
+    declared constraint and index present, constraints validated, indexes valid
+    (pg_index.indisvalid), no row referencing a missing one. Exits 0 when healthy, 1 with the
+    problems listed otherwise, 2 for another kind of database, 4 when it cannot be reached.
 
     \b
     Examples:
@@ -66,12 +72,13 @@ def db_check(ctx: click.Context) -> int:
     options = global_options(ctx)
     result = check(options.db_url)
     if options.as_json:
-        echo_json({"path": str(result.path), "ok": result.ok, "revision": result.revision,
-                   "head": result.head, "problems": list(result.problems)})
+        echo_json({"database": result.target, "ok": result.ok, "revision": result.revision,
+                   "head": result.head, "checks": list(result.checks),
+                   "problems": list(result.problems)})
     elif result.ok:
-        click.echo(f"{result.path}: ok (integrity, foreign keys, schema {result.revision})")
+        click.echo(f"{result.target}: ok ({', '.join(result.checks)}, schema {result.revision})")
     else:
-        click.echo(f"{result.path}: {len(result.problems)} problem(s)")
+        click.echo(f"{result.target}: {len(result.problems)} problem(s)")
         for problem in result.problems:
             click.echo(f"  {problem}")
     return 0 if result.ok else EXIT_FAILED

@@ -1,4 +1,4 @@
-"""Database maintenance: online backup and read-only check of a file, retention on demand.
+"""Database maintenance: backup and read-only check (SQLite file or PostgreSQL), retention.
 
 Backup and check work on a URL without opening (and so without migrating) the database: a
 backup file is checked as it is. Retention runs through an open context.
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.errors import ConfigError
-from fleet.storage import storage_errors
+from fleet.storage import redact_url, storage_errors
 
 if TYPE_CHECKING:
     from db.backup import BackupResult, CheckResult
@@ -18,36 +18,57 @@ if TYPE_CHECKING:
     from fleet.health.retention import RetentionResult
 
 
-def sqlite_url(db_url: str | None) -> str:
-    """The resolved URL of an SQLite file; ConfigError (exit 2) for any other database."""
-    from db.backup import NotSqliteError, sqlite_path_of
+def _backend(db_url: str | None) -> tuple[str, str]:
+    """The resolved URL and its backend ("sqlite" or "postgresql"); ConfigError (exit 2) for
+    any other database, whose own tools must be used."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from db.backup import sqlite_path_of
     from db.engine import resolve_database_url
 
     url = resolve_database_url(db_url)
-    with storage_errors("resolve the database", url):
-        try:
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError as exc:
+        raise ConfigError(f"invalid database URL {redact_url(url)!r}: {exc}") from exc
+    if backend == "sqlite":
+        with storage_errors("resolve the database", url):
             sqlite_path_of(url)
-        except NotSqliteError as exc:
-            raise ConfigError(str(exc)) from exc
-    return url
+        return url, backend
+    if backend == "postgresql":
+        return url, backend
+    raise ConfigError(f"{redact_url(url)}: fleet db backup/check support SQLite files and "
+                      "PostgreSQL; use this database's own tools")
 
 
 def backup(db_url: str | None, destination: Path, *, force: bool = False) -> BackupResult:
-    """Copy the SQLite database to `destination` consistently, even while it is written."""
+    """Copy the database to `destination` consistently, even while it is written: SQLite's
+    online backup, or pg_dump for PostgreSQL (ConfigError, exit 2, when pg_dump is missing)."""
     from db.backup import backup_sqlite
+    from db.pg_maintenance import ToolMissing, backup_postgresql
 
-    url = sqlite_url(db_url)
+    url, backend = _backend(db_url)
+    if backend == "sqlite":
+        with storage_errors("back up the database"):
+            return backup_sqlite(url, destination, force=force)
     with storage_errors("back up the database"):
-        return backup_sqlite(url, destination, force=force)
+        try:
+            return backup_postgresql(url, destination, force=force)
+        except ToolMissing as exc:
+            raise ConfigError(str(exc)) from exc
 
 
 def check(db_url: str | None) -> CheckResult:
-    """integrity_check, foreign_key_check and schema revision of an SQLite file, read-only."""
+    """Check the database without changing it: integrity_check and foreign_key_check of an
+    SQLite file, or constraints, index validity and orphan rows on PostgreSQL; both compare
+    the schema revision with this fleet's."""
     from db.backup import check_sqlite
+    from db.pg_maintenance import check_postgresql
 
-    url = sqlite_url(db_url)
+    url, backend = _backend(db_url)
     with storage_errors("check the database"):
-        return check_sqlite(url)
+        return check_sqlite(url) if backend == "sqlite" else check_postgresql(url)
 
 
 class DatabaseService:

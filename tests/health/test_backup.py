@@ -60,7 +60,7 @@ def test_backup_is_consistent_while_another_process_writes(database: Database,
         for number in range(3):
             destination = tmp_path / f"copy{number}.db"
             result = backup_sqlite(database.url, destination)
-            assert result.quick_check == "ok"
+            assert result.verified == "quick_check ok"
             copies.append(destination)
         stop.touch()
         stdout, stderr = writer.communicate(timeout=30)
@@ -92,7 +92,7 @@ def test_backup_refuses_to_overwrite_without_force(database: Database, tmp_path:
 
 
 def test_backup_and_check_are_sqlite_only() -> None:
-    with pytest.raises(NotSqliteError, match="SQLite-only"):
+    with pytest.raises(NotSqliteError, match="not an SQLite file database"):
         backup_sqlite("postgresql://fleet:secret@db.example/fleet", Path("x.db"))
     with pytest.raises(NotSqliteError) as info:
         check_sqlite("postgresql://fleet:secret@db.example/fleet")

@@ -176,7 +176,7 @@ def test_db_backup_check_and_retention(cli: FleetCli, known: Seeded, tmp_path: P
     assert unmigrated.returncode == 1 and "schema revision is none" in unmigrated.stdout
     postgres = run_cli(capsys, cli.db_path, "--db", "postgresql://u:secret@db.invalid/fleet",
                        "db", "check")
-    assert postgres.returncode == 2 and "SQLite-only" in postgres.stderr
+    assert postgres.returncode == 4 and "postgresql://u:***@db.invalid/fleet" in postgres.stderr
     assert "secret" not in postgres.stderr
     retention = run_cli(capsys, cli.db_path, "--json", "db", "retention", "--raw-days", "1")
     assert retention.returncode == 0, retention.stderr
