@@ -157,8 +157,15 @@ class PlacementService:
     ) -> Claim:
         """Hold GPUs for an operator (until released, or for `duration_s` seconds).
 
-        Through the server (`caller` given) the owner is always the caller's user.
+        Through the server (`caller` given) the owner is always the caller's user, and only
+        an admin may name a policy that is not built in ("module:function" runs code in the
+        server's process).
         """
+        from fleet.placement.scoring.policies import BUILTIN_POLICIES
+        from fleet.services.permissions import require_admin
+
+        if request.policy.strip() not in BUILTIN_POLICIES:
+            await require_admin(self.context, caller, f"place with policy {request.policy!r}")
         expires_at = None if duration_s is None else int(self.context.now() + duration_s)
         who = caller.user if caller is not None else owner
         return await self.place_and_claim(request, kind="reservation", owner=who, note=note,

@@ -16,6 +16,7 @@ from fleet.caller import Caller, caller_for_uid, user_name
 from fleet.errors import PermissionDenied
 from fleet.inventory import Inventory
 from fleet.placement.claim import claim
+from fleet.placement.request import PlacementRequest
 from fleet.render.exit_codes import EXIT_NOT_PERMITTED
 from fleet.service import Fleet, open_database
 from fleet.ssh.options import SshOptions
@@ -112,3 +113,11 @@ def test_caller_for_uid_admin_by_group_or_server_user() -> None:
     assert caller_for_uid(uid, admin_groups=[group], server_uid=uid + 1).is_admin
     assert not caller_for_uid(uid, admin_groups=["no-such-group-x"], server_uid=uid).is_admin
     assert Caller("ann", 1).may_act_on("ann") and not Caller("ann", 1).may_act_on("bob")
+
+
+async def test_only_admins_name_code_as_a_policy_or_adopt(seeded: Fleet) -> None:
+    with pytest.raises(PermissionDenied, match="policy 'os:system'"):
+        await seeded.reserve(PlacementRequest(policy="os:system"), caller=ANN)
+    with pytest.raises(PermissionDenied, match=r"adopt 10\.0\.0\.9"):
+        await seeded.adopt("10.0.0.9", caller=BOB)
+    assert [user for _message, user in await _refusals(seeded)] == ["ann", "bob"]

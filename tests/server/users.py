@@ -137,6 +137,7 @@ def run_as(user: UnixUser, argv: Sequence[str], env: Mapping[str, str],
     """Run `argv` as `user` (runuser) with exactly `env` plus HOME, USER and PATH."""
     full_env = {"HOME": str(user.home), "USER": user.name, "LOGNAME": user.name,
                 "PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", **env}
-    return subprocess.run(["runuser", "-u", user.name, "--", *argv], env=full_env,
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"  # PATH of `env` may lack sbin
+    return subprocess.run([runuser, "-u", user.name, "--", *argv], env=full_env,
                           cwd=user.home, capture_output=True, text=True, timeout=timeout,
                           check=False)
