@@ -25,7 +25,11 @@ class InstanceLock:
 
     def acquire(self) -> None:
         """Take the lock; ConfigError naming the pid of the server that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:  # O_NOFOLLOW: a planted symlink must not make us truncate its target
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"cannot open the lock file {self.path}: {exc.strerror or exc}") \
+                from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
