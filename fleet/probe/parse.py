@@ -4,49 +4,41 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from fleet.errors import ProbeError
 from fleet.model import PROBE_SCHEMA_VERSION, GpuReport, HostReport, ProbeReport, ProcessInfo
-
-MAX_LINE_BYTES = 4 * 1024 * 1024
-MAX_GPUS = 1024
-MAX_PROCESSES_PER_GPU = 4096
-MAX_WARNINGS = 200
-MAX_NAME_CHARS = 256
-MAX_MESSAGE_CHARS = 1000
-MAX_INT = 2**63 - 1  # what an SQLite INTEGER holds
-KNOWN_METHODS = ("nvml", "nvidia-smi")
-
-# Terminal escape sequences (CSI, OSC, other ESC-introduced) removed whole, before single
-# control and format characters (C0, C1, DEL, bidi overrides) are dropped.
-_ESCAPE_SEQUENCE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, ended by BEL or ST
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC
-    r"|\x1b[ -/]*[0-~]?"  # any other escape
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+from fleet.probe.bounds import (
+    KNOWN_METHODS,
+    MAX_GPUS,
+    MAX_INT,
+    MAX_LINE_BYTES,
+    MAX_MESSAGE_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PROCESSES_PER_GPU,
+    MAX_WARNINGS,
+    capped_warnings,
+    sanitize_text,
 )
+from fleet.probe.typed import typed_report
+
+__all__ = [
+    "KNOWN_METHODS",
+    "MAX_GPUS",
+    "MAX_INT",
+    "MAX_LINE_BYTES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_PROCESSES_PER_GPU",
+    "MAX_WARNINGS",
+    "parse_probe_line",
+    "parse_probe_line_lenient",
+    "report_from_dict",
+    "sanitize_text",
+]
 
 T = TypeVar("T")
-
-
-def sanitize_text(value: str, limit: int = MAX_NAME_CHARS) -> str:
-    """value without terminal escapes or control/format characters, at most `limit` chars."""
-    if value.isascii() and value.isprintable():  # the common case: nothing to remove
-        cleaned = value.strip()
-        return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
-    without_escapes = _ESCAPE_SEQUENCE.sub("", value)
-    printable = "".join(
-        char for char in without_escapes if unicodedata.category(char) not in ("Cc", "Cf", "Cs")
-    )
-    cleaned = printable.strip()
-    if len(cleaned) > limit:
-        cleaned = cleaned[: limit - 1] + "…"
-    return cleaned
 
 
 class _Fields:
@@ -232,10 +224,6 @@ def report_from_dict(data: Any, host: str) -> ProbeReport:
         sanitize_text(item, MAX_MESSAGE_CHARS) if isinstance(item, str) else repr(item)[:100]
         for item in _list(line.get("warnings"), "warnings", host, 100_000)
     ]
-    all_warnings = sent_warnings + warnings
-    if len(all_warnings) > MAX_WARNINGS:
-        dropped = len(all_warnings) - MAX_WARNINGS
-        all_warnings = [*all_warnings[:MAX_WARNINGS], f"{dropped} more warnings dropped"]
     return ProbeReport(
         schema=PROBE_SCHEMA_VERSION,
         timestamp=float(timestamp),
@@ -243,15 +231,26 @@ def report_from_dict(data: Any, host: str) -> ProbeReport:
         gpus=tuple(sorted(gpus, key=lambda gpu: gpu.index)),
         gpu_reason=gpu_reason,
         method=method,
-        warnings=tuple(all_warnings),
+        warnings=capped_warnings(sent_warnings + warnings),
     )
 
 
 def parse_probe_line(line: bytes | str, host: str) -> ProbeReport:
-    """Parse one JSON line printed by the probe; raises only ProbeError (naming `host`)."""
+    """Parse one JSON line printed by the probe; raises only ProbeError (naming `host`).
+
+    A line that is exactly the probe's schema with every value in bounds is decoded and
+    validated in one C pass (fleet.probe.typed); anything else takes the field-by-field path
+    below, which gives the same report for such lines and the warnings and errors for others.
+    """
     size = len(line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line)
     if size > MAX_LINE_BYTES:
         raise ProbeError(host, f"probe output line is {size} bytes (limit {MAX_LINE_BYTES})")
+    report = typed_report(line)
+    return report if report is not None else parse_probe_line_lenient(line, host)
+
+
+def parse_probe_line_lenient(line: bytes | str, host: str) -> ProbeReport:
+    """parse_probe_line without the typed fast path: bad fields become null plus a warning."""
     try:
         text = line.decode("utf-8") if isinstance(line, bytes) else line
         data = json.loads(text)
