@@ -1,9 +1,4 @@
-"""Who calls the service through `fleet serve`: a Unix user from the socket, and what they may do.
-
-`None` in place of a `Caller` means local mode (the CLI on its own database): no checks, and
-the owner is `FLEET_OWNER` or the login name as always. Through the server the caller comes
-from the socket's peer credentials only (fleet/server/identity.py), never from the request.
-"""
+"""Who calls through `fleet serve`: a Unix user from the socket, and what they may do."""
 
 from __future__ import annotations
 
@@ -16,7 +11,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Caller:
-    """A Unix user calling through the server: name, uid, group names, admin or not."""
+    """A Unix user calling through the server: name, uid, group names, admin or not.
+
+    `None` in place of a `Caller` means local mode (the CLI on its own database): no checks, and
+    the owner is `FLEET_OWNER` or the login name as always. Through the server the caller comes
+    from the socket's peer credentials only (fleet/server/identity.py), never from the request.
+    """
 
     user: str
     uid: int

@@ -1,13 +1,4 @@
-"""RemoteFleet: the `Fleet` methods that `fleet serve` offers, with the same names and types.
-
-    async with open_remote(Path("/run/fleet/fleet.sock")) as f:
-        for row in await f.tasks(states=["running"]):
-            print(row.id, row.owner, row.host)
-
-Replies are decoded into the engine's own dataclasses and error structs are raised as the same
-FleetError subclasses, so callers (the CLI first) cannot tell the modes apart. Who is calling
-is the server's business (the socket's peer credentials): owner arguments are not sent.
-"""
+"""RemoteFleet: the `Fleet` methods that `fleet serve` offers, with the same names and types."""
 
 from __future__ import annotations
 
@@ -39,7 +30,16 @@ CANCEL_MARGIN_S = 30.0  # on top of the grace period, for the server to reach th
 
 
 class RemoteFleet:
-    """A `fleet serve` session; create it with `open_remote(socket_path)`."""
+    """A `fleet serve` session; create it with `open_remote(socket_path)`.
+
+        async with open_remote(Path("/run/fleet/fleet.sock")) as f:
+            for row in await f.tasks(states=["running"]):
+                print(row.id, row.owner, row.host)
+
+    Replies are decoded into the engine's own dataclasses and error structs are raised as the same
+    FleetError subclasses, so callers (the CLI first) cannot tell the modes apart. Who is calling
+    is the server's business (the socket's peer credentials): owner arguments are not sent.
+    """
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport

@@ -1,10 +1,4 @@
-"""Which `fleet serve` to use: --server, FLEET_SERVER, the settings' serve.socket, the default.
-
-With none of them, and no server listening at the default path (a crashed server's socket
-file does not count), the answer is None: local mode, as always, and nothing is said about
-it. A server named explicitly (option, variable or setting) must be reachable: if it is not,
-the command fails (exit 9) instead of silently going local.
-"""
+"""Which `fleet serve` to use: --server, FLEET_SERVER, the settings' serve.socket, the default."""
 
 from __future__ import annotations
 
@@ -31,6 +25,11 @@ def select_server(explicit: str | None = None) -> ServerChoice | None:
     """The server to use (`explicit`: --server, else $FLEET_SERVER), or None for local mode.
 
     "local" (or an empty value) forces local mode. ssh:// is not served yet: ConfigError.
+
+    With none of them, and no server listening at the default path (a crashed server's socket
+    file does not count), the answer is None: local mode, as always, and nothing is said about
+    it. A server named explicitly (option, variable or setting) must be reachable: if it is not,
+    the command fails (exit 9) instead of silently going local.
     """
     for value, origin in ((explicit, "--server"), (os.environ.get(SERVER_ENV), SERVER_ENV)):
         if value is None:

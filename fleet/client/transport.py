@@ -1,8 +1,4 @@
-"""HTTP over the server's Unix socket: typed requests, error structs back to FleetErrors.
-
-Every request has a deadline; a socket that is missing, refuses, or answers something that is
-not fleet's wire format is ServerUnavailable (exit code 9), never a raw aiohttp error.
-"""
+"""HTTP over the server's Unix socket: typed requests, error structs back to FleetErrors."""
 
 from __future__ import annotations
 
@@ -27,7 +23,11 @@ BASE_URL = "http://fleet"  # the host part is ignored on a Unix socket
 
 
 class Transport:
-    """One aiohttp session on one socket; `async with` closes it."""
+    """One aiohttp session on one socket; `async with` closes it.
+
+    Every request has a deadline; a socket that is missing, refuses, or answers something that is
+    not fleet's wire format is ServerUnavailable (exit code 9), never a raw aiohttp error.
+    """
 
     def __init__(self, socket_path: Path) -> None:
         self.socket_path = socket_path

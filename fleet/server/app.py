@@ -1,10 +1,4 @@
-"""The aiohttp application: status and metrics routes, the /v1 API when served, error replies.
-
-Every refusal is the error struct (`{"error": {"code", "message", "exit_code"}}`): unknown
-routes 404, wrong methods 405, bodies over MAX_BODY_BYTES 413, malformed JSON or structs 400, a
-FleetError its own status; an unexpected exception is logged here and answered 500 without a
-traceback.
-"""
+"""The aiohttp application: status and metrics routes, the /v1 API when served, error replies."""
 
 from __future__ import annotations
 
@@ -57,7 +51,13 @@ _HTTP_CODES = {400: wire_errors.BAD_REQUEST, 404: wire_errors.NOT_FOUND,
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every failure into the error struct; never a traceback to the client."""
+    """Turn every failure into the error struct; never a traceback to the client.
+
+    Every refusal is the error struct (`{"error": {"code", "message", "exit_code"}}`): unknown
+    routes 404, wrong methods 405, bodies over MAX_BODY_BYTES 413, malformed JSON or structs 400, a
+    FleetError its own status; an unexpected exception is logged here and answered 500 without a
+    traceback.
+    """
     try:
         return await handler(request)
     except web.HTTPException as exc:

@@ -1,8 +1,4 @@
-"""The caller of a request, from the Unix socket's peer credentials (SO_PEERCRED) only.
-
-Nothing the client sends (headers, fields, environment) is consulted: the kernel says which uid
-opened the connection, and the password/group databases say who that is.
-"""
+"""The caller of a request, from the Unix socket's peer credentials (SO_PEERCRED) only."""
 
 from __future__ import annotations
 
@@ -22,6 +18,9 @@ def peer_credentials(request: web.Request) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end of the request's Unix socket.
 
     PermissionDenied when the transport is not a Unix socket (no identity to give).
+
+    Nothing the client sends (headers, fields, environment) is consulted: the kernel says which uid
+    opened the connection, and the password/group databases say who that is.
     """
     transport = request.transport
     sock = transport.get_extra_info("socket") if transport is not None else None

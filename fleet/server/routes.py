@@ -1,11 +1,4 @@
-"""The /v1 routes: each decodes its struct, names the caller, calls the service the CLI calls.
-
-    GET  /v1/status /v1/hosts /v1/managed /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations
-    GET  /v1/whoami
-    GET  /v1/watch                       server-sent events, one `snapshot` event per change
-    POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
-    POST /v1/drain /v1/undrain
-"""
+"""The /v1 routes: each decodes its struct, names the caller, calls the service the CLI calls."""
 
 from __future__ import annotations
 
@@ -35,7 +28,14 @@ T = TypeVar("T")
 
 def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
                   broadcaster: Broadcaster) -> None:
-    """Register the /v1 API of `fleet` on `app`."""
+    """Register the /v1 API of `fleet` on `app`.
+
+        GET  /v1/status /v1/hosts /v1/managed /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations
+        GET  /v1/whoami
+        GET  /v1/watch                       server-sent events, one `snapshot` event per change
+        POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
+        POST /v1/drain /v1/undrain
+    """
     app[FLEET] = fleet
     app[IDENTITIES] = identities
     app[BROADCASTER] = broadcaster

@@ -1,8 +1,4 @@
-"""`fleet monitor --http`: the same aiohttp app's /status and /metrics on a loopback TCP port.
-
-Only the read-only routes are served over TCP: there are no peer credentials there, so the /v1
-API stays on the Unix socket. A non-loopback address must be allowed explicitly.
-"""
+"""`fleet monitor --http`: the same aiohttp app's /status and /metrics on a loopback TCP port."""
 
 from __future__ import annotations
 
@@ -68,6 +64,9 @@ async def start_status_site(
 
     Raises ConfigError for a non-loopback `host` unless `allow_remote`, and when the address
     cannot be bound (in use, not local).
+
+    Only the read-only routes are served over TCP: there are no peer credentials there, so the /v1
+    API stays on the Unix socket. A non-loopback address must be allowed explicitly.
     """
     if not allow_remote and not is_loopback(host):
         raise ConfigError(

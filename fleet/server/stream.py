@@ -1,9 +1,4 @@
-"""Snapshots to many `/v1/watch` clients: one encoding per snapshot, a bounded queue per client.
-
-The monitor's snapshots are pushed with `publish`, which never waits: a client whose queue is
-full has fallen behind and is dropped (its connection aborted), so no client slows the monitor
-or the others.
-"""
+"""Snapshots to many `/v1/watch` clients: one encoding per snapshot, a bounded queue per client."""
 
 from __future__ import annotations
 
@@ -28,7 +23,12 @@ class Subscriber:
 
 @dataclass
 class Broadcaster:
-    """Fan-out of encoded snapshot frames; `queue_size` frames may wait per client."""
+    """Fan-out of encoded snapshot frames; `queue_size` frames may wait per client.
+
+    The monitor's snapshots are pushed with `publish`, which never waits: a client whose queue is
+    full has fallen behind and is dropped (its connection aborted), so no client slows the monitor
+    or the others.
+    """
 
     queue_size: int = 16
     subscribers: set[Subscriber] = field(default_factory=set)

@@ -1,8 +1,4 @@
-"""The permission checks every mutating service runs for a server caller, and their events.
-
-A refusal is a `permission_denied` event naming the user and the action, then PermissionDenied
-(exit code 8). With no caller (local mode) every check passes.
-"""
+"""The permission checks every mutating service runs for a server caller, and their events."""
 
 from __future__ import annotations
 
@@ -36,7 +32,11 @@ async def require_owner(context: FleetContext, caller: Caller | None, action: st
 
 
 async def refuse(context: FleetContext, caller: Caller, action: str, why: str) -> None:
-    """Record a `permission_denied` event naming the user, then raise PermissionDenied."""
+    """Record a `permission_denied` event naming the user, then raise PermissionDenied.
+
+    A refusal is a `permission_denied` event naming the user and the action, then PermissionDenied
+    (exit code 8). With no caller (local mode) every check passes.
+    """
     from db.events import add_event
 
     message = f"{caller.user} is not permitted to {action}: {why}"

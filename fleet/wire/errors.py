@@ -1,8 +1,4 @@
-"""Errors on the wire: `{"error": {"code", "message", "exit_code"}}`, both ways, one table.
-
-The server answers every FleetError with its code and HTTP status; the client raises the same
-FleetError subclass again, so a command exits with the same code in both modes.
-"""
+"""Errors on the wire: `{"error": {"code", "message", "exit_code"}}`, both ways, one table."""
 
 from __future__ import annotations
 
@@ -75,7 +71,11 @@ def request_error(status: int, code: str, message: str) -> ErrorReply:
 
 
 def error_from_wire(body: ErrorBody) -> errors.FleetError:
-    """The FleetError a server's error body stands for (same class, message and exit code)."""
+    """The FleetError a server's error body stands for (same class, message and exit code).
+
+    The server answers every FleetError with its code and HTTP status; the client raises the same
+    FleetError subclass again, so a command exits with the same code in both modes.
+    """
     found = _rebuild(body)
     if found.exit_code != body.exit_code:  # a subclass outside the table keeps its own code
         found.exit_code = body.exit_code

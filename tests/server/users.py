@@ -1,10 +1,4 @@
-"""Real Unix users for identity tests: created with useradd, removed by name with userdel -r.
-
-The users run the CLI with Debian's /usr/bin/python3 on this checkout and the venv's packages
-(PYTHONPATH). When those are not readable by other users (a checkout under /root), the
-packages the CLI needs are copied to a world-readable directory first; key files are never
-touched.
-"""
+"""Real Unix users for identity tests: created with useradd, removed by name with userdel -r."""
 
 from __future__ import annotations
 
@@ -80,7 +74,13 @@ def unique_group(prefix: str) -> str:
 
 def python_path_for_others(scratch: Path, *, force_copy: bool = False) -> str:
     """A PYTHONPATH other users can import the CLI from: this checkout and the venv's
-    packages when they are readable by others, else copies of what the CLI needs."""
+    packages when they are readable by others, else copies of what the CLI needs.
+
+    The users run the CLI with Debian's /usr/bin/python3 on this checkout and the venv's packages
+    (PYTHONPATH). When those are not readable by other users (a checkout under /root), the
+    packages the CLI needs are copied to a world-readable directory first; key files are never
+    touched.
+    """
     site = Path(sysconfig.get_paths()["purelib"])
     if not force_copy and _readable_by_others(ROOT / "fleet" / "cli" / "main.py") and \
             _readable_by_others(site / "aiohttp" / "__init__.py"):
