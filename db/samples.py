@@ -1,7 +1,8 @@
-"""Writing host and GPU samples in batches (one driver executemany per table, one transaction).
+"""Writing host and GPU samples in batches (one COPY or executemany per table, one transaction).
 
-Samples are the hot write path (every GPU, every interval), so rows go to the DBAPI cursor as
-plain tuples through SQL compiled once per dialect, skipping per-row parameter processing. A
+Samples are the hot write path (every GPU, every interval), so rows go to the driver as plain
+tuples: on PostgreSQL (psycopg) through COPY FROM STDIN, elsewhere through an executemany of
+SQL compiled once per dialect, skipping per-row parameter processing. A
 reading outside its column's integer range is stored as NULL (and counted) rather than failing
 the batch it came in.
 """
@@ -15,8 +16,9 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, Table, delete
-from sqlalchemy.engine import Dialect
+from sqlalchemy import BigInteger, Boolean, Float, Integer, Table, delete
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from db.models import GpuSample, HostSample
@@ -40,7 +42,7 @@ def record_samples(
     host_samples: Sequence[HostSampleIn],
     gpu_samples: Sequence[GpuSampleIn],
 ) -> int:
-    """Insert the samples and commit, as one transaction (one executemany per table).
+    """Insert the samples and commit, as one transaction (one COPY or executemany per table).
 
     Returns how many readings were stored as NULL because they do not fit their column (an
     integer beyond 64 bits, or beyond 32 where the column is 4 bytes); the other values and
@@ -50,31 +52,74 @@ def record_samples(
     try:
         connection = session.connection()
         dialect = connection.dialect
-        if host_samples:
-            sql, positional = _insert_sql(dialect, "host_samples")
-            rows, bad = _fit(dialect, "host_samples",
-                             [_host_values(sample) for sample in host_samples])
+        for table_name, samples, values in (
+            ("host_samples", host_samples, _host_values),
+            ("gpu_samples", gpu_samples, _gpu_values),
+        ):
+            if not samples:
+                continue
+            rows, bad = _fit(dialect, table_name, [values(sample) for sample in samples])
             nulled += bad
-            params = (
-                rows
-                if positional
-                else [dict(zip(HOST_SAMPLE_FIELDS, r, strict=True)) for r in rows]
-            )
-            connection.exec_driver_sql(sql, params)
-        if gpu_samples:
-            sql, positional = _insert_sql(dialect, "gpu_samples")
-            rows, bad = _fit(dialect, "gpu_samples",
-                             [_gpu_values(sample) for sample in gpu_samples])
-            nulled += bad
-            params = (
-                rows if positional else [dict(zip(GPU_SAMPLE_FIELDS, r, strict=True)) for r in rows]
-            )
-            connection.exec_driver_sql(sql, params)
+            if dialect.name == "postgresql" and dialect.driver == "psycopg":
+                _copy_rows(connection, table_name, rows)
+            else:
+                _execute_many(connection, table_name, rows)
         session.commit()
     except BaseException:
         session.rollback()
         raise
     return nulled
+
+
+def _execute_many(connection: Connection, table_name: str, rows: list[Row]) -> None:
+    """One executemany of the compiled INSERT (SQLite and every non-COPY driver)."""
+    sql, positional = _insert_sql(connection.dialect, table_name)
+    names = HOST_SAMPLE_FIELDS if table_name == "host_samples" else GPU_SAMPLE_FIELDS
+    params = rows if positional else [dict(zip(names, row, strict=True)) for row in rows]
+    connection.exec_driver_sql(sql, params)
+
+
+def _copy_rows(connection: Connection, table_name: str, rows: list[Row]) -> None:
+    """PostgreSQL's COPY FROM STDIN through psycopg's copy API, in the session's transaction
+    (several times faster than executemany: one statement, rows streamed)."""
+    names = HOST_SAMPLE_FIELDS if table_name == "host_samples" else GPU_SAMPLE_FIELDS
+    dialect = connection.dialect
+    driver_connection = connection.connection.driver_connection
+    assert driver_connection is not None
+    statement = f"COPY {table_name} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
+    driver_error = dialect.loaded_dbapi.Error
+    try:
+        with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
+            copy.set_types(list(_copy_types(dialect, table_name)))
+            for row in rows:
+                copy.write_row(row)
+    except driver_error as exc:
+        # What SQLAlchemy does for statements it runs: the matching DBAPIError subclass, and a
+        # connection that went away is not returned to the pool.
+        disconnected = dialect.is_disconnect(exc, connection.connection, None)
+        if disconnected:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(statement, None, exc, driver_error,
+                                  connection_invalidated=disconnected, dialect=dialect) from exc
+
+
+# What each column type of the sample tables is on PostgreSQL (binary COPY needs it exactly).
+_PG_TYPES = ((Boolean, "bool"), (BigInteger, "int8"), (Integer, "int4"), (Float, "float8"))
+
+
+@cache
+def _copy_types(dialect: Dialect, table_name: str) -> tuple[str, ...]:
+    """The PostgreSQL type of each sample field's column, in field order."""
+    table, names = (
+        (HOST_SAMPLES, HOST_SAMPLE_FIELDS)
+        if table_name == "host_samples"
+        else (GPU_SAMPLES, GPU_SAMPLE_FIELDS)
+    )
+    types = []
+    for name in names:
+        column_type = table.c[name].type.dialect_impl(dialect)
+        types.append(next(pg for kind, pg in _PG_TYPES if isinstance(column_type, kind)))
+    return tuple(types)
 
 
 @cache

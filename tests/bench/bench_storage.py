@@ -317,3 +317,7 @@ def storage(results: Results, workdir: Path, quick: bool) -> None:
     _history(results, workdir, runs, 1_000_000 if quick else 10_000_000)
     log("storage: allocation claims")
     _claims(results, workdir, 2 if quick else 3, 3.0 if quick else 5.0)
+    log("storage: PostgreSQL beside SQLite")
+    from tests.bench.bench_storage_pg import storage_postgresql
+
+    storage_postgresql(results, workdir / "postgresql", quick)
