@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,6 +15,7 @@ from fleet.server.identity import Identities
 from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import watch
+from fleet.snapshot import FleetSnapshot
 from fleet.wire import allocations, drain, events, hosts, tasks
 from fleet.wire.codec import API_PREFIX, WireError, decode
 from fleet.wire.identity import WhoAmI
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
     from fleet.service import Fleet
 
 T = TypeVar("T")
-
+# Just after the server starts, /v1/status waits this long for the first reading of each host.
+FIRST_READING_WAIT_S = 10.0
 
 
 def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
@@ -77,12 +80,21 @@ def query(request: web.Request, kind: type[T]) -> T:
         raise WireError(f"query: {exc}") from exc
 
 
-async def live_status(request: web.Request) -> web.Response:
-    """The monitor's latest snapshot, narrowed to `?hosts=PATTERN` (503 before the first)."""
-    from fleet.snapshot import FleetSnapshot
+async def _settled_snapshot(fleet: Fleet) -> FleetSnapshot | None:
+    """The latest snapshot; just after start, wait (bounded) until every host was read once."""
+    deadline = asyncio.get_running_loop().time() + FIRST_READING_WAIT_S
+    while True:
+        current = fleet.snapshot()
+        settled = current is not None and all(h.state != "unknown" for h in current.hosts)
+        if settled or asyncio.get_running_loop().time() >= deadline:
+            return current
+        await asyncio.sleep(0.1)
 
+
+async def live_status(request: web.Request) -> web.Response:
+    """The monitor's latest snapshot, narrowed to `?hosts=PATTERN` (503 if none comes in time)."""
     fleet = request.app[FLEET]
-    current = fleet.snapshot()
+    current = await _settled_snapshot(fleet)
     if current is None:
         return error_reply(503, "not_ready", "no snapshot yet: the monitor is starting")
     pattern = request.query.get("hosts")

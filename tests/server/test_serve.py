@@ -15,10 +15,11 @@ import pytest
 
 from db.events import add_event
 from db.tasks import create_task
+from fleet.client.remote import open_remote
 from fleet.errors import ConfigError
 from fleet.service import open as open_fleet
 from tests.dispatch.conftest import group_alive
-from tests.server.conftest import ServeLab, ServeLabFactory, wait_ready
+from tests.server.conftest import ServeLab, ServeLabFactory, ServerProcess, wait_ready
 
 SLEEPER = "import os, time\nprint(os.getpgrp(), flush=True)\ntime.sleep(60)\n"
 
@@ -219,3 +220,17 @@ async def test_ten_watchers_share_one_probe_per_host(serve_lab: ServeLabFactory)
     for name, pids in after.items():
         live = [pid for pid in pids if group_alive(pid)]
         assert len(live) == 1, (name, pids)  # exactly one probe process per host
+
+
+async def test_status_right_after_start_waits_for_the_first_readings(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1, 1)
+    process = await lab.spawn_server()
+    lab.servers.append(ServerProcess(process, lab.socket_path))
+    for _ in range(300):  # as soon as the socket is there, ask
+        if lab.socket_path.exists():
+            break
+        await asyncio.sleep(0.05)
+    async with open_remote(lab.socket_path) as remote:
+        statuses = await remote.status()
+    assert [(s.spec.name, s.state) for s in statuses] == [("gpu1", "up"), ("gpu2", "up")]
