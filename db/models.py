@@ -232,8 +232,9 @@ class Allocation(Base):
             "uq_allocations_active_gpu",
             "gpu_id",
             unique=True,
+            # PostgreSQL gets the same WHERE from the migrations (0001); a postgresql_where here
+            # would import SQLAlchemy's PostgreSQL dialect in every process (~35 ms).
             sqlite_where=text("released_at IS NULL"),
-            postgresql_where=text("released_at IS NULL"),
         ),
         Index("ix_allocations_task_id", "task_id"),
         CheckConstraint(_one_of("kind", ALLOCATION_KINDS), name="kind"),
