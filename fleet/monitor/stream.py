@@ -190,7 +190,8 @@ class HostStream:
         while True:
             limit = first_deadline if waited_for_first else self.settings.stall_timeout
             try:
-                line = await asyncio.wait_for(reader.next_line(), limit)
+                async with asyncio.timeout(limit):  # no task per line, unlike wait_for
+                    line = await reader.next_line()
             except TimeoutError:
                 if self._stopping.is_set():
                     return False
