@@ -14,16 +14,13 @@ from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
 
 if TYPE_CHECKING:
-    from db.allocation_details import AllocationDetail
-    from db.event_queries import EventView
-    from db.tasks import TaskRow
-    from db.types import HostRow, Severity
     from fleet.dispatch.reconcile import ReconcileReport
     from fleet.fanout import HostStatus, ProgressCallback
     from fleet.health.drain import DrainOutcome
     from fleet.model import HostSpec
     from fleet.placement.claim import Claim
     from fleet.placement.request import PlacementRequest
+    from fleet.records import AllocationDetail, EventView, HostRow, Severity, TaskRow
     from fleet.snapshot import FleetSnapshot
 
 CANCEL_MARGIN_S = 30.0  # on top of the grace period, for the server to reach the host

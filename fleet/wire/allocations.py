@@ -9,8 +9,8 @@ from msgspec import Struct
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
-    from db.allocation_details import AllocationDetail
     from fleet.placement.claim import Claim
+    from fleet.records import AllocationDetail
 
 
 class AllocationWire(Struct, frozen=True):
@@ -90,7 +90,7 @@ def allocations_to_wire(rows: list[AllocationDetail]) -> AllocationList:
 
 def allocations_from_wire(reply: AllocationList) -> list[AllocationDetail]:
     """The reply as the AllocationDetails `Fleet.allocations()` returns."""
-    from db.allocation_details import AllocationDetail
+    from fleet.records import AllocationDetail
 
     return [from_wire(row, AllocationDetail) for row in reply.allocations]
 

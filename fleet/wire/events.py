@@ -9,7 +9,7 @@ from msgspec import Struct, field
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
-    from db.event_queries import EventView
+    from fleet.records import EventView
 
 
 class EventWire(Struct, frozen=True):
@@ -52,6 +52,6 @@ def events_to_wire(rows: list[EventView]) -> EventList:
 
 def events_from_wire(reply: EventList) -> list[EventView]:
     """The reply as the EventViews `Fleet.events()` returns."""
-    from db.event_queries import EventView
+    from fleet.records import EventView
 
     return [from_wire(event, EventView) for event in reply.events]

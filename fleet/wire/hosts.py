@@ -10,8 +10,8 @@ from msgspec import Struct
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
-    from db.types import HostRow
     from fleet.model import HostSpec
+    from fleet.records import HostRow
 
 
 class HostWire(Struct, frozen=True):
@@ -55,7 +55,7 @@ def hosts_to_wire(rows: list[HostRow]) -> HostList:
 
 def hosts_from_wire(reply: HostList) -> list[HostRow]:
     """The reply as the same HostRows `Fleet.registered_hosts()` returns."""
-    from db.types import HostRow
+    from fleet.records import HostRow
 
     return [from_wire(host, HostRow) for host in reply.hosts]
 

@@ -9,7 +9,7 @@ from msgspec import Struct, field
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
-    from db.tasks import TaskRow
+    from fleet.records import TaskRow
 
 TASK_STATES = ("queued", "placing", "starting", "running", "succeeded", "failed", "cancelled",
                "lost")
@@ -80,7 +80,7 @@ def task_to_wire(row: TaskRow) -> TaskWire:
 
 def task_from_wire(wire: TaskWire) -> TaskRow:
     """The wire struct as the TaskRow `Fleet.task()` returns."""
-    from db.tasks import TaskRow
+    from fleet.records import TaskRow
 
     return from_wire(wire, TaskRow)
 
