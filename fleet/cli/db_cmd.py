@@ -84,6 +84,53 @@ def db_check(ctx: click.Context) -> int:
     return 0 if result.ok else EXIT_FAILED
 
 
+@db_group.command("copy")
+@click.argument("source", metavar="FROM_URL")
+@click.argument("target", metavar="TO_URL")
+@click.option("--force", is_flag=True, help="Replace the data TO_URL already holds.")
+@click.option("--batch-rows", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="Rows read and written per batch.")
+@json_option
+@click.pass_context
+def db_copy(ctx: click.Context, source: str, target: str, force: bool, batch_rows: int) -> int:
+    """Copy the whole fleet history from FROM_URL to TO_URL (e.g. SQLite to PostgreSQL).
+
+    FROM_URL and TO_URL are SQLAlchemy URLs or SQLite file paths. The source is read in one
+    snapshot (a monitor may keep writing to it) and the target written in one transaction:
+    an error or Ctrl-C leaves it unchanged. Row counts are verified per table before the
+    commit. TO_URL is created and migrated if needed; one that holds data is refused unless
+    --force. A progress bar goes to stderr.
+
+    \b
+    Examples:
+      fleet db copy ~/.local/share/fleet/fleet.db postgresql+psycopg://fleet@db/fleet
+      fleet db copy postgresql+psycopg://fleet@db/fleet /backup/fleet.db --force
+    """
+    from fleet.services.database import copy
+
+    options = global_options(ctx)
+    started: set[str] = set()
+
+    def progress(table: str, done: int, total: int) -> None:
+        """One bar per table on stderr, redrawn in place after every batch."""
+        if table not in started:
+            started.add(table)
+            click.echo(f"{table}: {total:,} rows", err=True)
+        width = 30
+        filled = width if total == 0 else width * done // total
+        click.echo(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,}",
+                   err=True, nl=done >= total)
+
+    result = copy(source, target, force=force, batch_rows=batch_rows, progress=progress)
+    if options.as_json:
+        echo_json({"source": result.source, "target": result.target, "rows": result.rows,
+                   "total_rows": result.total_rows, "verified": True})
+    else:
+        click.echo(f"copied {result.total_rows:,} rows in {len(result.rows)} tables from "
+                   f"{result.source} to {result.target} (row counts verified per table)")
+    return 0
+
+
 @db_group.command("retention")
 @click.option("--raw-days", type=click.FloatRange(min=0, min_open=True), default=7.0,
               show_default=True, help="Keep raw samples this many days.")

@@ -14,6 +14,7 @@ from fleet.storage import redact_url, storage_errors
 
 if TYPE_CHECKING:
     from db.backup import BackupResult, CheckResult
+    from db.copy import CopyResult, Progress
     from fleet.context import FleetContext
     from fleet.health.retention import RetentionResult
 
@@ -69,6 +70,21 @@ def check(db_url: str | None) -> CheckResult:
     url, backend = _backend(db_url)
     with storage_errors("check the database"):
         return check_sqlite(url) if backend == "sqlite" else check_postgresql(url)
+
+
+def copy(source_url: str, target_url: str, *, force: bool = False,
+         batch_rows: int = 5000, progress: Progress | None = None) -> CopyResult:
+    """Copy a whole fleet history between databases (SQLite ⇄ PostgreSQL): one snapshot of the
+    source, one transaction on the target, row counts verified per table; a target holding
+    data is refused (StorageError, exit 4) unless `force`."""
+    from db.copy import copy_database
+    from db.engine import resolve_database_url
+
+    if batch_rows <= 0:
+        raise ConfigError(f"--batch-rows must be positive, not {batch_rows}")
+    with storage_errors(None):
+        return copy_database(resolve_database_url(source_url), resolve_database_url(target_url),
+                             force=force, batch_rows=batch_rows, progress=progress)
 
 
 class DatabaseService:
