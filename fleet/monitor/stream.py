@@ -32,6 +32,8 @@ log = logging.getLogger("fleet.monitor.stream")
 PID_MARKER = b"fleet-probe-pid"
 STDERR_TAIL_BYTES = 2000
 KILL_TIMEOUT_S = 5.0
+# How long a stalled probe's connection may take to run `true` before the host counts as down.
+STALL_CHECK_S = 2.0
 _PYTHON_UNUSABLE = (126, 127, PYTHON_TOO_OLD_EXIT)
 
 
@@ -131,6 +133,18 @@ class HostStream:
         except HostError as exc:
             log.warning("%s: could not kill probe pid %d: %s", self.spec.name, pid, exc.detail)
 
+    async def _connection_answers(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether the host still answers on this connection (a silent probe on a live host is
+        a probe error; on a dead link or a frozen sshd the host is unreachable)."""
+        import asyncssh
+
+        try:
+            async with asyncio.timeout(min(STALL_CHECK_S, self.pool.options.command_timeout)):
+                await conn.run("true", check=False, encoding=None)
+        except (TimeoutError, asyncssh.Error, OSError):
+            return False
+        return True
+
     def _fail(self, outcome: HostOutcome, reason: str) -> None:
         self.stats.failures += 1
         self.sink.on_failure(self.spec, outcome, reason)
@@ -192,10 +206,15 @@ class HostStream:
             try:
                 async with asyncio.timeout(limit):  # no task per line, unlike wait_for
                     line = await reader.next_line()
-            except TimeoutError:
+            except TimeoutError as stalled:
                 if self._stopping.is_set():
                     return False
                 self.stats.stalls += 1
+                if not await self._connection_answers(conn):
+                    conn.close()  # a dead link: the pool reconnects, the host counts as down
+                    raise HostUnreachable(self.spec.name, (
+                        f"probe gave no reading for {limit:g}s and the connection does not "
+                        f"answer")) from stalled
                 self._fail("probe_error", f"probe gave no reading for {limit:g}s; restarting it")
                 return False
             if line is None:
