@@ -94,6 +94,8 @@ async def reconcile(
             continue  # a dispatcher may be uploading right now
         else:
             remote.setdefault(row.host, []).append(active)
+    if remote:  # the managed hosts (inventory + adopted) only when a host must be asked
+        await context.hosts.refresh()
     gate = asyncio.Semaphore(RECONCILE_FANOUT)
 
     async def one_host(name: str, tasks: list[_Active]) -> None:

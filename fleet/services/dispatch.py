@@ -155,10 +155,9 @@ class DispatchService:
     async def reconcile_tasks(self, *, lost_after_s: float | None = None,
                               check_timeout_s: float | None = None) -> ReconcileReport:
         """Check running tasks against their hosts and repair the records (see reconcile.py)."""
-        from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.reconcile import DEFAULT_CHECK_TIMEOUT_S, reconcile
+        from fleet.dispatch.records import DEFAULT_LOST_AFTER_S
 
-        await self.context.hosts.refresh()
         with self._errors("reconcile tasks"):
             return await reconcile(self.context,
                                    lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S,

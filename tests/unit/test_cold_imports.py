@@ -1,0 +1,49 @@
+"""Cold commands load only what they use: no SSH library for `fleet tasks`, no PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+REPORT_MODULES = (
+    "import atexit, json, sys\n"
+    "atexit.register(lambda: sys.__stderr__.write('MODULES ' + json.dumps(sorted(sys.modules))))\n"
+)
+
+
+def _modules_after(argv: list[str], tmp_path: Path) -> set[str]:
+    """The modules a whole `fleet ...` process had loaded when it exited, on a database that
+    an earlier run created and migrated (creating one runs Alembic)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "XDG_"))}
+    env.update(HOME=str(tmp_path), FLEET_DB=str(tmp_path / "fleet.db"), PYTHONPATH=str(REPO))
+    code = REPORT_MODULES + "import runpy; sys.argv = ['fleet', *sys.argv[1:]]\n"
+    code += "runpy.run_module('fleet.cli.main', run_name='__main__')"
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *argv],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    marker = done.stderr.rindex("MODULES ")
+    return set(json.loads(done.stderr[marker + len("MODULES ") :]))
+
+
+def test_fleet_tasks_without_running_tasks_loads_no_ssh_or_postgresql(tmp_path: Path) -> None:
+    loaded = _modules_after(["tasks"], tmp_path)
+    assert "db.models" in loaded  # it did open the database
+    assert not {"asyncssh", "sqlalchemy.dialects.postgresql", "alembic"} & loaded
+
+
+def test_fleet_history_gpus_loads_no_ssh_or_postgresql(tmp_path: Path) -> None:
+    loaded = _modules_after(["history", "gpus"], tmp_path)
+    assert "db.history" in loaded
+    assert not {"asyncssh", "sqlalchemy.dialects.postgresql"} & loaded
