@@ -51,6 +51,7 @@ async def _active_allocations(lab: DispatchLab) -> list[dict[str, object]]:
     return [row for row in rows if row.get("released_at") is None]
 
 
+@pytest.mark.usefixtures("db_url")  # on each backend
 async def test_two_gpu_dispatch_gets_uuids_args_and_exit_code(dispatch_lab: LabFactory) -> None:
     lab = await dispatch_lab(2)
     script = _script(lab, "echo.py", ECHO)
@@ -73,6 +74,7 @@ async def test_two_gpu_dispatch_gets_uuids_args_and_exit_code(dispatch_lab: LabF
     assert await _active_allocations(lab) == []
 
 
+@pytest.mark.usefixtures("db_url")  # on each backend
 async def test_no_placement_exits_7_and_records_nothing_held(dispatch_lab: LabFactory) -> None:
     lab = await dispatch_lab(1)
     script = _script(lab, "echo.py", ECHO)
@@ -82,6 +84,7 @@ async def test_no_placement_exits_7_and_records_nothing_held(dispatch_lab: LabFa
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("db_url")  # on each backend
 async def test_ctrl_c_cancels_remote_group_and_releases(dispatch_lab: LabFactory) -> None:
     lab = await dispatch_lab(1)
     script = _script(lab, "sleep.py", SLEEPER)

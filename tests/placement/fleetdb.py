@@ -21,18 +21,20 @@ class SeededFiles:
 
     db_path: Path
     inventory_path: Path
+    db: str
 
 
 def seed_fresh_fleet(directory: Path, gpus_per_host: dict[str, int],
-                     now: float | None = None) -> SeededFiles:
-    """Hosts on 127.0.0.N:1 (never contacted: their samples are fresh) with idle GPUs."""
+                     now: float | None = None, db_url: str | None = None) -> SeededFiles:
+    """Hosts on 127.0.0.N:1 (never contacted: their samples are fresh) with idle GPUs, in
+    `db_url` if given, else in directory/fleet.db (`db` is the one to open either way)."""
     moment = now if now is not None else time.time()
     names = list(gpus_per_host)
     inventory = directory / "inventory.yaml"
     inventory.write_text("hosts:\n" + "".join(
         f"  {name}:\n    address: 127.0.0.{n + 2}\n    port: 1\n" for n, name in enumerate(names)))
     db_path = directory / "fleet.db"
-    database = open_database(str(db_path))
+    database = open_database(db_url or str(db_path))
     try:
         with database.session() as session:
             host_ids = sync_hosts(session, [HostFacts(name, f"127.0.0.{n + 2}", port=1)
@@ -49,4 +51,4 @@ def seed_fresh_fleet(directory: Path, gpus_per_host: dict[str, int],
             record_samples(session, [], samples)
     finally:
         database.close()
-    return SeededFiles(db_path, inventory)
+    return SeededFiles(db_path, inventory, db_url or str(db_path))

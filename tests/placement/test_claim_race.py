@@ -1,4 +1,4 @@
-"""No double-booking: 16 processes race through the real API for 8 GPUs in one SQLite file."""
+"""No double-booking: 16 processes race through the real API for 8 GPUs in one database."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ asyncio.run(main(sys.argv[2], sys.argv[3], sys.argv[4]))
 
 
 @pytest.mark.slow
-def test_sixteen_processes_eight_gpus_exactly_eight_win(tmp_path: Path) -> None:
-    files = seed_fresh_fleet(tmp_path, {"node1": 4, "node2": 4})
-    arguments = [[str(files.db_path), str(files.inventory_path), f"racer{i}"] for i in range(16)]
+def test_sixteen_processes_eight_gpus_exactly_eight_win(tmp_path: Path, db_url: str) -> None:
+    files = seed_fresh_fleet(tmp_path, {"node1": 4, "node2": 4}, db_url=db_url)
+    arguments = [[files.db, str(files.inventory_path), f"racer{i}"] for i in range(16)]
     started = time.monotonic()
     outcomes = [json.loads(line) for line in race(PLACE_AND_CLAIM_ON_GO, tmp_path / "go",
                                                   arguments)]
@@ -48,7 +48,7 @@ def test_sixteen_processes_eight_gpus_exactly_eight_win(tmp_path: Path) -> None:
     taken = [(winner["host"], winner["gpus"][0]) for winner in winners]
     assert len(set(taken)) == 8  # no GPU twice
     assert any(winner["attempts"] > 1 for winner in winners)  # losers re-placed elsewhere
-    database = open_database(str(files.db_path))
+    database = open_database(files.db)
     try:
         with database.session() as session:
             active = allocation_details(session)

@@ -33,6 +33,7 @@ async def _start_hosts(fleet_cli: FleetCli, sim_ssh_host: SimSshHostFactory, sim
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("db_url")  # on each backend
 async def test_reserve_release_allocations_end_to_end(
     fleet_cli: FleetCli, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools
 ) -> None:
