@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="override the number of runs per figure")
     parser.add_argument("--hosts", type=_host_counts,
                         help="host counts for the namespace sections, e.g. 16,32,64")
+    parser.add_argument("--monitor-hosts", type=_host_counts,
+                        help="host counts for the monitor section only [default: --hosts]")
     args = parser.parse_args(argv)
     sections = args.only or list(SECTIONS)
     quick = args.quick
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 results.skip(section, "needs root: namespace hosts with OpenSSH sshd "
                                       "(run `sudo make bench`)")
         elif netns_sections:
-            _netns_sections(results, netns_sections, counts, runs, quick, workdir)
+            _netns_sections(results, netns_sections, counts, args.monitor_hosts or counts, runs,
+                            quick, workdir)
     elapsed = time.monotonic() - started
     run_info = {
         "date": started_at.isoformat(timespec="seconds"),
@@ -112,12 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _netns_sections(results: Results, sections: list[str], counts: list[int], runs: int,
-                    quick: bool, workdir: Path) -> None:
+def _netns_sections(results: Results, sections: list[str], counts: list[int],
+                    monitor_counts: list[int], runs: int, quick: bool, workdir: Path) -> None:
     from tests.bench.lab import HostSet, start_lab
 
-    log(f"starting {max(counts)} namespace hosts")
-    lab = start_lab(max(counts))
+    needed = max(counts + monitor_counts) if "monitor" in sections else max(counts)
+    log(f"starting {needed} namespace hosts")
+    lab = start_lab(needed)
     try:
         log(f"{len(lab.hosts)} hosts up in {lab.setup_seconds:.1f} s")
         if "fanout" in sections:
@@ -145,7 +149,7 @@ def _netns_sections(results: Results, sections: list[str], counts: list[int], ru
             def monitor_one(count: int) -> None:
                 measured[count] = monitoring(results, lab, count, workdir / f"mon{count}", quick)
 
-            for count in counts:
+            for count in monitor_counts:
                 _guarded(results, f"monitor {count}", partial(monitor_one, count))
             marginal_cost(results, measured)
         if "discovery" in sections:

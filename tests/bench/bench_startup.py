@@ -8,6 +8,7 @@ from pathlib import Path
 from tests.bench.common import (
     FLEET_CLI,
     Figure,
+    Measured,
     Results,
     fleet_env,
     log,
@@ -35,10 +36,24 @@ def startup(results: Results, workdir: Path, runs: int) -> None:
     results.add(help_figure)
     # the warm-up run creates and migrates the database
     tasks = measure_command("fleet tasks", [*FLEET_CLI, "tasks"], runs=runs, env=env)
-    results.add(Figure(
-        section="start-up", name="fleet tasks (empty DB)", unit="s",
-        compares="whole process: open + check the migrated SQLite DB, list tasks",
-        fleet=tasks, peers=[baseline]))
+    history = measure_command("fleet history gpus", [*FLEET_CLI, "history", "gpus"], runs=runs,
+                              env=env)
+    help_run = help_figure.fleet
+    assert help_run is not None
+    for name, measured, what in (
+            ("fleet tasks (empty DB)", tasks, "open + check the migrated SQLite DB, list tasks"),
+            ("fleet history gpus (empty DB)", history,
+             "open + check the migrated SQLite DB, the last hour of GPU history")):
+        figure = Figure(
+            section="start-up", name=name, unit="s", compares=f"whole process, local mode: {what}",
+            fleet=measured, peers=[Measured("fleet --help", help_run.samples, cpu=help_run.cpu),
+                                   baseline],
+            target="≤ 3× fleet --help")
+        ratio = figure.ratios().get("fleet --help")
+        if ratio is not None:
+            figure.verdict = (f"{ratio:.2f}× fleet --help "
+                              f"({'meets' if ratio <= 3 else 'misses'} ≤3×)")
+        results.add(figure)
 
 
 def host_probe_cost(results: Results, workdir: Path, runs: int) -> None:
