@@ -22,6 +22,7 @@ class GlobalOptions:
     db_url: str | None
     inventory_path: Path | None
     as_json: bool
+    server: str | None = None  # --server: a fleet serve socket, or "local"
 
 
 def global_options(ctx: click.Context) -> GlobalOptions:

@@ -7,19 +7,18 @@ from typing import TYPE_CHECKING
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
     from fleet.health.drain import DrainOutcome
 
 
 def _apply(ctx: click.Context, target: str, drained: bool, reason: str | None) -> int:
-    from fleet.service import open as open_fleet
 
     options = global_options(ctx)
 
     async def run() -> DrainOutcome:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             if drained:
                 return await service.drain(target, reason)
             return await service.undrain(target)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fleet.cli.context import echo_json, global_options, host_option, json_option
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
     from fleet.records import EventView, Severity
@@ -46,7 +46,6 @@ def events(ctx: click.Context, since: str, until: str | None, severity: str | No
     from typing import cast
 
     from fleet.errors import ConfigError
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_time
 
     options = global_options(ctx)
@@ -57,7 +56,7 @@ def events(ctx: click.Context, since: str, until: str | None, severity: str | No
         raise ConfigError(f"--until ({until}) is before --since ({since})")
 
     async def run() -> list[EventView]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             return await service.events(
                 since=int(since_epoch), until=None if until_epoch is None else int(until_epoch) + 1,
                 severity=cast("Severity | None", severity), host=host, kind=kind, limit=limit)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 from fleet.model import HostSpec
 from fleet.render.table import Column, render_table
 
@@ -55,14 +55,13 @@ def hosts(ctx: click.Context, pattern: str | None) -> int:
       fleet hosts --hosts @a100
       fleet hosts --json
     """
-    from fleet.service import open as open_fleet
     from fleet.timeparse import format_time
 
     options = global_options(ctx)
 
     async def run() -> tuple[tuple[HostSpec, ...], list[HostRow]]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
-            return service.hosts(pattern), await service.registered_hosts()
+        async with open_service(options) as service:
+            return await service.managed_hosts(pattern), await service.registered_hosts()
 
     specs, rows = run_async(run)
     known = {(row.address, row.port): row for row in rows}

@@ -53,9 +53,13 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 )
 @click.option("--json", "as_json", is_flag=True,
               help="Print data as JSON on stdout (also accepted after the command).")
+@click.option("--server", "server", metavar="PATH",
+              help="Use the `fleet serve` on this socket ('local': none) [env FLEET_SERVER; "
+              "settings serve.socket; default: a server on the default socket, else local].")
 @click.version_option(__version__, "--version", "-V", prog_name="fleet")
 @click.pass_context
-def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_json: bool) -> None:
+def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_json: bool,
+        server: str | None) -> None:
     """See every GPU of a fleet, find the free ones, and keep their history.
 
     \b
@@ -64,7 +68,8 @@ def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_
       fleet status --hosts 'gpu*' --json   machine-readable, a subset of hosts
       fleet history gpus --since 2h --bucket 5m
     """
-    ctx.obj = GlobalOptions(db_url=db_url, inventory_path=inventory_path, as_json=as_json)
+    ctx.obj = GlobalOptions(db_url=db_url, inventory_path=inventory_path, as_json=as_json,
+                            server=server)
 
 
 cli.add_command(inventory)

@@ -9,7 +9,7 @@ import click
 
 from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
     from fleet.placement.claim import Claim
@@ -43,7 +43,6 @@ def reserve(ctx: click.Context, /, duration: str | None, note: str | None, expla
     from fleet.cli.placement_options import request_from_options
     from fleet.errors import NoPlacement
     from fleet.render.explain import explain_to_json, render_explain
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
@@ -55,7 +54,7 @@ def reserve(ctx: click.Context, /, duration: str | None, note: str | None, expla
         raise ConfigError(f"--for must be a positive duration, not {duration!r}")
 
     async def run() -> Claim:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             return await service.reserve(request, duration_s=duration_s, note=note)
 
     try:
@@ -101,14 +100,13 @@ def release(ctx: click.Context, allocation_ids: tuple[int, ...], all_mine: bool,
       fleet release --all-mine
     """
     from fleet.errors import ConfigError
-    from fleet.service import open as open_fleet
 
     options = global_options(ctx)
     if not allocation_ids and not all_mine:
         raise ConfigError("give allocation ids to release, or --all-mine")
 
     async def run() -> list[int]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             released = await service.release_mine() if all_mine else []
             if allocation_ids:
                 released += await service.release(allocation_ids, force=force)
@@ -139,12 +137,11 @@ def allocations(ctx: click.Context, show_all: bool) -> int:
       fleet allocations --all --json | jq '.allocations[] | select(.kind == "reservation")'
     """
     from fleet.placement.reservations import allocation_to_json
-    from fleet.service import open as open_fleet
 
     options = global_options(ctx)
 
     async def run() -> list[AllocationDetail]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             return await service.allocations(active_only=not show_all)
 
     rows = run_async(run)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, TypeVar
 
 from fleet.cli.context import GlobalOptions
+
+if TYPE_CHECKING:
+    from fleet.client.session import Service
 
 T = TypeVar("T")
 
@@ -23,3 +27,14 @@ def run_async(main: Callable[[], Awaitable[T]]) -> T:
 def open_kwargs(options: GlobalOptions) -> dict[str, object]:
     """Keyword arguments for `fleet.service.open` from the global options."""
     return {"db": options.db_url, "inventory": options.inventory_path}
+
+
+def open_service(options: GlobalOptions, *,
+                 accept_new: bool = False) -> AbstractAsyncContextManager[Service]:
+    """The service a command talks to: the selected `fleet serve` (--server, FLEET_SERVER,
+    serve.socket, a server on the default socket) as a RemoteFleet, else `fleet.open` as
+    always (fleet.client.session)."""
+    from fleet.client.session import open_service as open_selected
+
+    return open_selected(options.server, options.db_url, options.inventory_path,
+                         accept_new=accept_new)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 from fleet.render.exit_codes import EXIT_HOST_FAILED
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ def status(ctx: click.Context, pattern: str | None, timeout: str, accept_new: bo
       fleet status --json | jq '.hosts[].gpus[].uuid'
     """
     from fleet.render.status_view import render_status, status_to_json
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
@@ -51,8 +50,7 @@ def status(ctx: click.Context, pattern: str | None, timeout: str, accept_new: bo
             click.echo(f"\rprobed {done}/{total} hosts", err=True, nl=done == total)
 
     async def run() -> list[HostStatus]:
-        async with open_fleet(options.db_url, options.inventory_path,
-                              accept_new=accept_new) as service:
+        async with open_service(options, accept_new=accept_new) as service:
             return await service.status(pattern, timeout=deadline, record=not no_record,
                                         fanout=fanout, progress=progress)
 

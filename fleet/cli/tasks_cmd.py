@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 from fleet.cli.signals import stop_on_signals
 from fleet.render.exit_codes import EXIT_FAILED
 
@@ -44,14 +44,13 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, lost_afte
       fleet tasks --all --json | jq '.tasks[] | select(.state=="failed")'
     """
     from fleet.render.tasks import render_tasks, task_to_json
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
     lost_after_s = parse_duration(lost_after, what="--lost-after")
 
     async def run() -> list[TaskRow]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             await service.reconcile_tasks(lost_after_s=lost_after_s)
             if states or show_all:
                 return await service.tasks(states=states or None)
@@ -118,7 +117,6 @@ def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
       fleet cancel --grace 1m 42 43
     """
     from fleet.errors import DispatchError, HostError
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
@@ -126,7 +124,7 @@ def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
 
     async def run() -> list[tuple[int, str | None, str | None]]:
         outcomes: list[tuple[int, str | None, str | None]] = []
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             for task_id in task_ids:
                 try:
                     row = await service.cancel(task_id, grace_s=grace_s)
