@@ -285,27 +285,32 @@ class DemoSession:
     fleet: Fleet
     scripts: tuple[str, ...]
     workdir: Path
-    database: Path
+    database: str  # the file, or the URL given with --db (password hidden)
 
 
 @contextlib.asynccontextmanager
-async def demo_session(workdir: Path | None = None, *, seed: int = 7
-                       ) -> AsyncIterator[DemoSession]:
+async def demo_session(workdir: Path | None = None, *, seed: int = 7,
+                       db_url: str | None = None) -> AsyncIterator[DemoSession]:
     """Start the simulated hosts and open fleet on them; everything stops on exit.
+
+    The demo records into `db_url` when given (kept afterwards), else a file in `workdir`.
 
     On exit the tasks still queued or running are cancelled through the Fleet API (their
     process groups get SIGTERM, then SIGKILL), so nothing outlives the demo; then the monitor,
     the database and the hosts stop, and a temporary `workdir` (the default) is removed.
     """
     from fleet.service import open as open_fleet
+    from fleet.storage import redact_url
 
     root = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="fleet-demo-"))
     try:
         async with demo_fleet(root, seed) as (inventory, database, ssh_dir), open_fleet(
-                str(database), inventory, ssh_options=demo_ssh_options(ssh_dir)) as fleet:
+                db_url or str(database), inventory, ssh_options=demo_ssh_options(ssh_dir)
+        ) as fleet:
             scripts = tuple(write_demo_scripts(root / "scripts"))
+            shown = redact_url(db_url) if db_url else str(database)
             try:
-                yield DemoSession(fleet, scripts, root, database)
+                yield DemoSession(fleet, scripts, root, shown)
             finally:
                 for problem in await cancel_active_tasks(fleet):
                     log.warning("demo: %s", problem)

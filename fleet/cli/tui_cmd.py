@@ -52,7 +52,11 @@ def tui(ctx: click.Context, pattern: str | None, interval: str | None, accept_ne
 @click.command()
 @click.option("--text", "text_rounds", type=click.IntRange(1, 1000), metavar="ROUNDS",
               help="Print ROUNDS rounds of `fleet status` text instead of opening the UI.")
-def demo(text_rounds: int | None) -> int:
+@click.option("--db", "db_url", metavar="URL",
+              help="Record the demo in this database (kept) instead of a temporary SQLite file; "
+                   "$FLEET_DB is not used, so a demo never fills your real database.")
+@click.pass_context
+def demo(ctx: click.Context, text_rounds: int | None, db_url: str | None) -> int:
     """Run a simulated GPU fleet on this machine and open the UI on it (no GPU, no root).
 
     Eight hosts served over real SSH on 127.0.0.1 with simulated GPUs whose load, memory and
@@ -63,12 +67,13 @@ def demo(text_rounds: int | None) -> int:
     Examples:
       fleet demo
       fleet demo --text 3
+      fleet demo --db postgresql+psycopg://fleet@db/fleet_demo
     """
     from fleet.cli.tui_launch import run_tui
     from fleet.demo import demo_session, exit_on_hangup, print_status_rounds
 
     async def run() -> int:
-        async with demo_session() as session:
+        async with demo_session(db_url=db_url or _explicit_db(ctx)) as session:
             if text_rounds is not None:
                 await print_status_rounds(session, text_rounds)
                 return 0
@@ -76,3 +81,14 @@ def demo(text_rounds: int | None) -> int:
 
     with exit_on_hangup():
         return run_async(run)
+
+
+def _explicit_db(ctx: click.Context) -> str | None:
+    """`fleet --db URL demo`: the global --db when given on the command line (not $FLEET_DB)."""
+    from click.core import ParameterSource
+
+    parent = ctx.parent
+    if parent is None or parent.get_parameter_source("db_url") != ParameterSource.COMMANDLINE:
+        return None
+    value = parent.params.get("db_url")
+    return value if isinstance(value, str) else None
