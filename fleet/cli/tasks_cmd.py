@@ -138,7 +138,7 @@ def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
     for task_id, error in failed:
         click.echo(f"fleet: task {task_id}: {error}", err=True)
     if options.as_json:
-        echo_json({"tasks": [{"id": task_id, "result": state or f"error: {error}"}
+        echo_json({"tasks": [{"id": task_id, "state": state, "error": error}
                              for task_id, state, error in outcomes]})
     else:
         for task_id, state, _error in outcomes:
