@@ -89,6 +89,12 @@ class GpuPanel(Vertical):
     def on_mount(self) -> None:
         self.call_after_refresh(self._render_all)
 
+    def on_resize(self) -> None:
+        """Plots are binned to their width: re-bin once layout settles the width (history may
+        arrive before the first layout) and whenever the terminal changes size."""
+        if self.history is not None:
+            self.call_after_refresh(self._render_all)
+
     def show_gpu(self, gpu: GpuSnapshot, not_free: tuple[str, ...]) -> None:
         """Remember the live reading (and why it is not free) and show it once mounted."""
         self.gpu = gpu
