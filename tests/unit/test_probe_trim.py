@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,18 +125,33 @@ def _comparable(line: bytes) -> dict[str, Any]:
 def _run(
     pynvml_source: str, arguments: list[str], env: dict[str, str], python: str = sys.executable
 ) -> list[dict[str, Any]]:
+    """Run the probe as SSH does: stdin stays open after the program, since a stream ends at EOF."""
     program = encode_program(payload_source(arguments, pynvml_source))
-    completed = subprocess.run(
-        probe_command(python),
-        shell=True,
-        input=program,
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr.decode()
-    return [_comparable(line) for line in completed.stdout.splitlines()]
+    with (
+        tempfile.TemporaryFile() as stderr,
+        subprocess.Popen(
+            probe_command(python),
+            shell=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+        ) as process,
+    ):
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(program)
+        process.stdin.flush()
+        timer = threading.Timer(60, process.kill)
+        timer.start()
+        try:
+            output = process.stdout.read()  # until the probe exits on its own
+        finally:
+            timer.cancel()
+            process.stdin.close()
+        returncode = process.wait(timeout=60)
+        stderr.seek(0)
+        assert returncode == 0, stderr.read().decode()
+    return [_comparable(line) for line in output.splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +201,9 @@ def test_streaming_output_is_the_same_and_no_library_too(
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     arguments = probe_arguments("stream", 0.05, "~/.fleet/tasks", max_samples=3)
     full, trimmed = sources
-    assert _run(trimmed, arguments, env) == _run(full, arguments, env)
+    streamed = _run(full, arguments, env)
+    assert _run(trimmed, arguments, env) == streamed
+    assert len(streamed) == 3
     no_library = dict(env, LD_LIBRARY_PATH=str(tmp_path))
     once = probe_arguments("once", None, "~/.fleet/tasks")
     (sample,) = _run(trimmed, once, no_library)
