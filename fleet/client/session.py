@@ -20,7 +20,9 @@ async def open_service(server: str | None, db: str | None, inventory: Path | Non
     """RemoteFleet when a server is selected (fleet.client.select), else a local Fleet.
 
     The local path is exactly `fleet.open(db, inventory, accept_new=...)`; through a server,
-    `db`, `inventory` and `accept_new` are the server's business and are not used.
+    `db` and `inventory` are the server's business and are not used. For a server on a head
+    node (ssh://), the RemoteFleet talks through an SSH tunnel (fleet.client.ssh_tunnel) and
+    `accept_new` pins the head node's unknown host key; for a local socket it is not used.
     """
     from fleet.client.select import select_server
 
@@ -33,5 +35,18 @@ async def open_service(server: str | None, db: str | None, inventory: Path | Non
         return
     from fleet.client.remote import open_remote
 
-    async with open_remote(choice.socket_path) as remote:
-        yield remote
+    if choice.head_node is None:
+        async with open_remote(choice.socket_path) as remote:
+            yield remote
+        return
+    from fleet.client.ssh_tunnel import open_tunnel
+    from fleet.errors import ServerUnavailable
+
+    url = choice.url or choice.head_node.host
+    async with open_tunnel(choice.head_node, choice.socket_path, url,
+                           accept_new=accept_new) as tunnel_socket, \
+            open_remote(tunnel_socket) as remote:
+        try:
+            yield remote
+        except ServerUnavailable as exc:  # it names the tunnel's local end: say where it leads
+            raise ServerUnavailable(f"{url}, through the SSH tunnel: {exc}") from exc

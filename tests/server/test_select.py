@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.client.select import select_server
+from fleet.client.select import HeadNode, select_server
 from fleet.errors import ConfigError
 
 
@@ -66,6 +66,16 @@ def test_a_plain_file_at_the_default_path_is_not_a_server(isolated: Path) -> Non
     assert select_server() is None
 
 
-def test_ssh_servers_are_refused_until_they_are_served(isolated: Path) -> None:
-    with pytest.raises(ConfigError, match="ssh:// servers are not supported yet"):
-        select_server("ssh://head/run/fleet/fleet.sock")
+def test_an_ssh_url_selects_a_head_node_server_from_the_option_or_the_environment(
+        isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    choice = select_server("ssh://alice@head:2222/srv/fleet.sock")
+    assert choice is not None and choice.head_node == HeadNode("head", 2222, "alice")
+    assert (choice.socket_path, choice.origin) == (Path("/srv/fleet.sock"), "--server")
+    monkeypatch.setenv("FLEET_SERVER", "ssh://head")
+    env_choice = select_server()
+    assert env_choice is not None and env_choice.head_node == HeadNode("head", 22, None)
+    assert (env_choice.socket_path, env_choice.origin) == \
+        (Path("/run/fleet/fleet.sock"), "FLEET_SERVER")
+    monkeypatch.setenv("FLEET_SERVER", "ssh://head:http")
+    with pytest.raises(ConfigError, match=r"^FLEET_SERVER 'ssh://head:http': the port"):
+        select_server()
