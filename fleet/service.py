@@ -45,6 +45,8 @@ __all__ = ["DiscoveryOutcome", "Fleet", "now", "open", "open_database", "redact_
 class Fleet:
     """A session over one inventory and one database; create it with `fleet.open()`."""
 
+    remote = False  # this process does the work (`RemoteFleet.remote` is True)
+
     def __init__(self, database: Database, inventory: Inventory | Callable[[], Inventory],
                  ssh_options: SshOptions, *, clock: Callable[[], float] = time.time) -> None:
         self.context = FleetContext(database, inventory, ssh_options, clock=clock)

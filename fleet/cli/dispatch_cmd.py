@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 from fleet.cli.signals import stop_on_signals
 from fleet.cli.task_output import exit_code_of, say, write_output
 
 if TYPE_CHECKING:
+    from fleet.client.session import Service
     from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
     from fleet.service import Fleet
 
@@ -89,52 +90,55 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
     lost_after_s = parse_duration(lost_after, what="--lost-after")
 
     async def run() -> int:
-        from fleet.service import open as open_fleet
-
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             if dry_run:
                 return await _dry_run(service, request, explain, options.as_json)
-            await service.reconcile_tasks(lost_after_s=lost_after_s)
+            if not service.remote:  # a server reconciles on its own, every 30 s
+                await service.reconcile_tasks(lost_after_s=lost_after_s)
             return await _run(service, request, detach=detach, explain=explain,
                               as_json=options.as_json, lost_after_s=lost_after_s)
 
     return run_async(run)
 
 
-async def _dry_run(service: Fleet, request: DispatchRequest, explain: bool,
+async def _dry_run(service: Service, request: DispatchRequest, explain: bool,
                    as_json: bool) -> int:
     from fleet.errors import NoPlacement
-    from fleet.render.explain import explain_to_json, render_explain
 
-    result = await service.place(request.placement)
-    if as_json:
-        echo_json(explain_to_json(result))
+    if service.remote:
+        from fleet.client.remote import RemoteFleet
+
+        assert isinstance(service, RemoteFleet)
+        report = await service.place_report(request.placement)
     else:
-        click.echo(render_explain(result) if explain else result.summary())
-    if result.host is None:
-        raise NoPlacement(result.summary())
+        from fleet.render.explain import place_report
+
+        report = place_report(await cast("Fleet", service).place(request.placement))
+    if as_json:
+        echo_json(report.data)
+    else:
+        click.echo(report.explanation if explain else report.summary)
+    if report.host is None:
+        raise NoPlacement(report.summary)
     return 0
 
 
-def _started_message(started: StartedTask, explain: bool) -> None:
-    claim = started.claim
-    if explain and claim is not None and claim.placement is not None:
-        from fleet.render.explain import render_explain
-
-        click.echo(render_explain(claim.placement), err=True)
-    indices = ",".join(str(i) for i in claim.gpu_indices) if claim is not None else "?"
+def _started_message(started: StartedTask) -> None:
+    if started.explanation is not None:
+        click.echo(started.explanation, err=True)
+    indices = ",".join(str(i) for i in started.gpu_indices) or "?"
     say(f"task {started.task_id} started on {started.host.name} GPU {indices} "
         f"({','.join(started.gpu_uuids)})")
 
 
-async def _run(service: Fleet, request: DispatchRequest, *, detach: bool, explain: bool,
+async def _run(service: Service, request: DispatchRequest, *, detach: bool, explain: bool,
                as_json: bool, lost_after_s: float) -> int:
     from fleet.errors import NoPlacement
 
     try:
         if detach:
-            started = await service.submit(request, on_wait=say)
-            _started_message(started, explain)
+            started = await service.submit(request, on_wait=say, explain=explain)
+            _started_message(started)
             if as_json:
                 echo_json({"task_id": started.task_id, "host": started.host.name,
                            "gpu_uuids": list(started.gpu_uuids), "remote_dir": started.task_dir})
@@ -151,8 +155,8 @@ async def _run(service: Fleet, request: DispatchRequest, *, detach: bool, explai
         async with stop_on_signals(on_signal) as stop:
             started, ending = await service.dispatch(
                 request, on_output=lambda data: write_output(data, to_stderr=as_json),
-                on_wait=say, on_started=lambda s: _started_message(s, explain),
-                stop=stop, lost_after_s=lost_after_s)
+                on_wait=say, on_started=_started_message, stop=stop,
+                lost_after_s=lost_after_s, explain=explain)
     except NoPlacement as exc:
         if explain and exc.explanation:
             click.echo(exc.explanation, err=True)

@@ -81,15 +81,15 @@ def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int
       fleet logs -f 42
     """
     from fleet.cli.task_output import exit_code_of, write_output
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
     lost_after_s = parse_duration(lost_after, what="--lost-after")
 
     async def run() -> TaskRow:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
-            await service.reconcile_tasks(lost_after_s=lost_after_s)
+        async with open_service(options) as service:
+            if not service.remote:  # a server reconciles on its own, every 30 s
+                await service.reconcile_tasks(lost_after_s=lost_after_s)
             async with stop_on_signals() as stop:
                 return await service.follow(task_id, on_output=write_output, stop=stop,
                                             follow=follow, lost_after_s=lost_after_s)

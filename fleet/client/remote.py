@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.client.transport import Transport
+from fleet.errors import ServerUnavailable
 from fleet.wire import allocations, drain, events, hosts, tasks
 from fleet.wire.codec import decode
 from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
 
 if TYPE_CHECKING:
+    from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
     from fleet.dispatch.reconcile import ReconcileReport
+    from fleet.dispatch.records import Ending
     from fleet.fanout import HostStatus, ProgressCallback
     from fleet.health.drain import DrainOutcome
     from fleet.model import HostSpec
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
     from fleet.placement.request import PlacementRequest
     from fleet.records import AllocationDetail, EventView, HostRow, Severity, TaskRow
     from fleet.snapshot import FleetSnapshot
+    from fleet.wire.dispatch import PlaceReport
 
 CANCEL_MARGIN_S = 30.0  # on top of the grace period, for the server to reach the host
 
@@ -37,6 +42,8 @@ class RemoteFleet:
     FleetError subclasses, so callers (the CLI first) cannot tell the modes apart. Who is calling
     is the server's business (the socket's peer credentials): owner arguments are not sent.
     """
+
+    remote = True  # `Fleet.remote` is False
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
@@ -177,6 +184,66 @@ class RemoteFleet:
         reply = await self.transport.post("undrain", drain.UndrainRequest(target),
                                           drain.DrainResult)
         return drain.drain_from_wire(reply)
+
+    # ---- tasks (the owner is the caller's Unix user) ----
+
+    async def submit(self, request: DispatchRequest, *,
+                     on_wait: Callable[[str], None] | None = None,
+                     on_recorded: Callable[[int], None] | None = None,
+                     explain: bool = False) -> StartedTask:
+        """Hand a task to the server, which places it (or queues it with request.wait) and
+        starts it; returns once it runs (as `Fleet.submit`)."""
+        from fleet.client.task_stream import DispatchStream
+        from fleet.dispatch.staging import pack
+
+        stream = DispatchStream(self.transport, on_wait=on_wait)
+        submitted = pack(request, follow=False, explain=explain)
+        try:
+            await stream.read(submitted)
+        except ServerUnavailable as exc:
+            raise stream.lost(exc) from exc
+        assert stream.started is not None  # read() returns at `started` when not following
+        return stream.started
+
+    async def dispatch(
+        self,
+        request: DispatchRequest,
+        *,
+        on_output: Callable[[bytes], None],
+        on_wait: Callable[[str], None] | None = None,
+        on_started: Callable[[StartedTask], None] | None = None,
+        stop: asyncio.Event | None = None,
+        lost_after_s: float | None = None,
+        explain: bool = False,
+    ) -> tuple[StartedTask, Ending]:
+        """Hand a task to the server and stream it to its end (as `Fleet.dispatch`): the server
+        uploads the files over its open connection, starts the task and records its end."""
+        from fleet.client.task_stream import DispatchStream, run_dispatch
+        from fleet.dispatch.staging import pack
+
+        stream = DispatchStream(self.transport, on_output, on_wait, on_started)
+        submitted = pack(request, follow=True, explain=explain, lost_after_s=lost_after_s)
+        await run_dispatch(stream, submitted, stop,
+                           lambda task_id: self.cancel(task_id, grace_s=request.grace_s))
+        assert stream.started is not None and stream.ending is not None
+        return stream.started, stream.ending
+
+    async def follow(self, task_id: int, *, on_output: Callable[[bytes], None],
+                     stop: asyncio.Event | None = None, follow: bool = True,
+                     lost_after_s: float | None = None) -> TaskRow:
+        """A task's log (your own, or anyone's as an admin); with `follow` until it ends.
+        Setting `stop` stops following (the task keeps running)."""
+        from fleet.client.task_stream import read_log
+
+        row = await read_log(self.transport, task_id, on_output=on_output, follow=follow,
+                             lost_after_s=lost_after_s, stop=stop)
+        return row if row is not None else await self.task(task_id)
+
+    async def place_report(self, request: PlacementRequest) -> PlaceReport:
+        """Where the server would place `request` now, explained (nothing is claimed)."""
+        from fleet.wire.dispatch import PlaceReport, PlaceRequest
+
+        return await self.transport.post("place", PlaceRequest(request.to_dict()), PlaceReport)
 
     async def stop_monitor(self) -> None:
         """Nothing to stop: the monitor is the server's."""

@@ -78,14 +78,18 @@ class Transport:
         except WireError as exc:
             raise self._unavailable(f"HTTP {status} with an unreadable body ({exc})") from exc
 
-    async def events(self, path: str, params: Mapping[str, Any] | None = None
-                     ) -> AsyncIterator[tuple[str, bytes]]:
-        """Server-sent events of GET /v1/PATH as (event, data) pairs until the stream ends."""
+    async def events(self, path: str, params: Mapping[str, Any] | None = None, *,
+                     body: object | None = None) -> AsyncIterator[tuple[str, bytes]]:
+        """Server-sent events of GET /v1/PATH (POST with `body`) as (event, data) pairs until
+        the stream ends."""
         url = f"{BASE_URL}{API_PREFIX}/{path}"
         timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S,
                                         sock_read=STREAM_IDLE_TIMEOUT_S)
+        method, data = ("GET", None) if body is None else ("POST", encode(body))
         try:
-            async with self.session.get(url, params=_query(params), timeout=timeout) as reply:
+            async with self.session.request(
+                    method, url, params=_query(params), data=data, timeout=timeout,
+                    headers={"Content-Type": JSON} if data is not None else None) as reply:
                 if reply.status >= 400:
                     self._decode(reply.status, await reply.read(), ErrorReply)
                 buffer = b""

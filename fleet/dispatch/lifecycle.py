@@ -83,6 +83,9 @@ class DispatchRequest:
     wait: bool = False
     queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
     owner: str | None = None
+    # The paths as the user named them, when the files were staged elsewhere (fleet serve).
+    shown_script: str | None = None
+    shown_extras: tuple[str, ...] | None = None
 
     def validate(self) -> TaskLaunch:
         """Check the script, files and env before anything is recorded (ConfigError if bad)."""
@@ -99,7 +102,7 @@ class DispatchRequest:
         """What the task row keeps (env values are left out: they may be secrets)."""
         return {
             "placement": self.placement.to_dict(),
-            "with": [str(path) for path in self.extras],
+            "with": list(self.shown_extras or (str(path) for path in self.extras)),
             "env_names": [name for name, _ in self.env],
             "workdir": self.workdir,
             "python": self.python,
@@ -120,6 +123,8 @@ class StartedTask:
     started_at: int
     timeout_s: float | None = None
     claim: Claim | None = field(default=None, compare=False)
+    gpu_indices: tuple[int, ...] = ()  # on the host, as its claim names them
+    explanation: str | None = field(default=None, compare=False)  # asked for with explain
 
 
 def host_spec(context: FleetContext, name: str) -> HostSpec:
@@ -136,7 +141,8 @@ async def create_record(context: FleetContext, request: DispatchRequest, owner: 
     def create() -> int:
         with context.database.session() as session:
             return create_task(
-                session, name=request.name or request.script.name, script=str(request.script),
+                session, name=request.name or request.script.name,
+                script=request.shown_script or str(request.script),
                 args=request.args, gpus_requested=request.placement.gpus, owner=owner,
                 now=now_s(), constraints=request.stored_constraints(),
                 priority=request.priority, state="queued" if request.wait else "placing")
@@ -199,7 +205,8 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
         raise
     started = StartedTask(task_id=task_id, host=spec, task_dir=task_dir, pgid=pgid,
                           gpu_uuids=uuids, started_at=started_at,
-                          timeout_s=request.timeout_s, claim=claim)
+                          timeout_s=request.timeout_s, claim=claim,
+                          gpu_indices=tuple(claim.gpu_indices))
     return started, host
 
 
@@ -218,12 +225,13 @@ async def _abort_start(context: FleetContext, task_id: int, host: TaskHost | Non
 
 
 async def submit(context: FleetContext, placement: PlacementService, request: DispatchRequest,
-                 *, on_wait: Callable[[str], None] | None = None
+                 *, on_wait: Callable[[str], None] | None = None,
+                 on_recorded: Callable[[int], None] | None = None
                  ) -> tuple[StartedTask, TaskHost]:
     """Record, claim (or queue) and start a task; returns it running and its open host.
 
     Bad input (script, files, environment, placement policy) is refused before a task row is
-    written.
+    written; `on_recorded(task_id)` is called once the row exists.
     """
     from fleet.placement.reservations import current_owner
     from fleet.placement.scoring.policies import resolve_policy
@@ -232,6 +240,8 @@ async def submit(context: FleetContext, placement: PlacementService, request: Di
     resolve_policy(request.placement.policy)
     owner = request.owner or current_owner()
     task_id = await create_record(context, request, owner)
+    if on_recorded is not None:
+        on_recorded(task_id)
     claim = await claim_for(context, placement, request, task_id, owner, on_wait)
     return await start_claimed(context, request, task_id, claim)
 

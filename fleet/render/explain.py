@@ -10,6 +10,7 @@ from fleet.render.table import Column, render_table
 if TYPE_CHECKING:
     from fleet.placement.candidates import GpuCandidate
     from fleet.placement.place import PlacementResult
+    from fleet.wire.dispatch import PlaceReport
 
 
 def factor_names(result: PlacementResult) -> list[str]:
@@ -87,3 +88,11 @@ def _util(gpu: GpuCandidate) -> str | None:
     if gpu.utilization_pct is None:
         return None
     return f"{gpu.utilization_pct:.0f}%"
+
+
+def place_report(result: PlacementResult) -> PlaceReport:
+    """The placement as `fleet dispatch --dry-run` shows it, in both modes (and on the wire)."""
+    from fleet.wire.dispatch import PlaceReport
+
+    return PlaceReport(result.host, result.summary(), render_explain(result),
+                       explain_to_json(result))

@@ -1,4 +1,4 @@
-"""Typed keys of what the /v1 handlers find on the application: the Fleet, identities, streams."""
+"""Typed keys of what the /v1 handlers find on the application: Fleet, identities, streams, jobs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from fleet.server.identity import Identities
+from fleet.server.jobs import Jobs
 from fleet.server.stream import Broadcaster
 
 if TYPE_CHECKING:
@@ -15,3 +16,4 @@ if TYPE_CHECKING:
 FLEET: web.AppKey[Fleet] = web.AppKey("fleet")
 IDENTITIES = web.AppKey("identities", Identities)
 BROADCASTER = web.AppKey("broadcaster", Broadcaster)
+JOBS = web.AppKey("jobs", Jobs)

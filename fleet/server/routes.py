@@ -12,7 +12,8 @@ from aiohttp import web
 from fleet import __version__
 from fleet.server.app import error_reply, json_reply
 from fleet.server.identity import Identities
-from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES
+from fleet.server.jobs import Jobs
+from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES, JOBS
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import watch
 from fleet.snapshot import FleetSnapshot
@@ -30,18 +31,24 @@ FIRST_READING_WAIT_S = 10.0
 
 
 def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
-                  broadcaster: Broadcaster) -> None:
+                  broadcaster: Broadcaster, jobs: Jobs) -> None:
     """Register the /v1 API of `fleet` on `app`.
 
         GET  /v1/status /v1/hosts /v1/managed /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations
         GET  /v1/whoami
         GET  /v1/watch                       server-sent events, one `snapshot` event per change
+        POST /v1/tasks                       dispatch; its events as server-sent events
+        GET  /v1/tasks/{id}/log              a task's output (?follow=true: until it ends)
         POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
-        POST /v1/drain /v1/undrain
+        POST /v1/drain /v1/undrain /v1/place
     """
+    from fleet.server.dispatch_routes import add_dispatch_routes
+
     app[FLEET] = fleet
     app[IDENTITIES] = identities
     app[BROADCASTER] = broadcaster
+    app[JOBS] = jobs
+    add_dispatch_routes(app)
     v1 = API_PREFIX
     app.router.add_get(f"{v1}/status", live_status)
     app.router.add_get(f"{v1}/whoami", whoami)

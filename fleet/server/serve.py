@@ -18,6 +18,7 @@ from fleet.health.metrics import MetricFamily
 from fleet.monitor.monitor import Monitor
 from fleet.server.app import StatusSource, create_app
 from fleet.server.identity import Identities
+from fleet.server.jobs import Jobs
 from fleet.server.locks import InstanceLock, database_lock_path, remove_stale_socket
 from fleet.server.paths import default_socket_path, prepare_socket_dir
 from fleet.server.routes import add_v1_routes
@@ -109,8 +110,10 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
             monitor = await service.start_monitor(options.pattern, settings=settings)
             pump = asyncio.create_task(_pump(monitor, broadcaster), name="fleet-serve-pump")
             pump.add_done_callback(_log_pump_end)
+            jobs = Jobs()
             app = create_app(StatusSource(service.snapshot, lambda: _serve_metrics(broadcaster)),
-                             lambda app: add_v1_routes(app, service, identities, broadcaster))
+                             lambda app: add_v1_routes(app, service, identities, broadcaster,
+                                                       jobs))
             runner = web.AppRunner(app, handle_signals=False, access_log=None,
                                    shutdown_timeout=SHUTDOWN_TIMEOUT_S)
             await runner.setup()
@@ -120,6 +123,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                     on_ready(socket_path)
                 await stop.wait()
             finally:
+                await jobs.close()  # tasks run on: their clients are told, reconcile records
                 broadcaster.close()
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

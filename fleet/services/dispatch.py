@@ -44,20 +44,37 @@ class DispatchService:
     def _errors(self, action: str) -> AbstractContextManager[None]:
         return storage_errors(action, self.context.database.url)
 
+    async def _as_caller(self, request: DispatchRequest, caller: Caller | None
+                         ) -> DispatchRequest:
+        """The request as a server caller may make it: owned by them, a built-in policy unless
+        they are an admin (a "module:function" policy runs code in the server)."""
+        if caller is None:
+            return request
+        from dataclasses import replace
+
+        await self.placement.require_policy(request.placement, caller)
+        return replace(request, owner=caller.user)
+
     async def submit(self, request: DispatchRequest, *,
-                     on_wait: Callable[[str], None] | None = None) -> StartedTask:
+                     on_wait: Callable[[str], None] | None = None,
+                     on_recorded: Callable[[int], None] | None = None,
+                     explain: bool = False,
+                     caller: Caller | None = None) -> StartedTask:
         """Record, place and claim (or queue with request.wait), and start a task; don't follow.
 
         Raises NoPlacement (exit 7) when nothing fits, ConfigError for bad input (before any
         task row is written), DispatchError or a HostError when it cannot start (the task is
-        then recorded failed, GPUs released).
+        then recorded failed, GPUs released). Through the server (`caller` given) the owner is
+        the caller's user.
         """
         from fleet.dispatch.lifecycle import submit
 
+        request = await self._as_caller(request, caller)
         with self._errors("submit the task"):
-            started, host = await submit(self.context, self.placement, request, on_wait=on_wait)
+            started, host = await submit(self.context, self.placement, request, on_wait=on_wait,
+                                         on_recorded=on_recorded)
         host.close()
-        return started
+        return _explained(started) if explain else started
 
     async def dispatch(
         self,
@@ -68,18 +85,26 @@ class DispatchService:
         on_started: Callable[[StartedTask], None] | None = None,
         stop: asyncio.Event | None = None,
         lost_after_s: float | None = None,
+        on_recorded: Callable[[int], None] | None = None,
+        explain: bool = False,
+        caller: Caller | None = None,
     ) -> tuple[StartedTask, Ending]:
         """Submit a task and follow it to its end, streaming its output to `on_output`.
 
         Setting `stop` cancels the task (SIGTERM, SIGKILL after request.grace_s); before the
         task started, it is recorded cancelled and TaskCancelled (exit code 130) is raised.
+        With `explain`, the started task carries its placement's explanation.
         """
         from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.lifecycle import attend, submit, unless_stopped
 
+        request = await self._as_caller(request, caller)
         with self._errors("dispatch the task"):
             started, host = await unless_stopped(
-                submit(self.context, self.placement, request, on_wait=on_wait), stop)
+                submit(self.context, self.placement, request, on_wait=on_wait,
+                       on_recorded=on_recorded), stop)
+            if explain:
+                started = _explained(started)
             if on_started is not None:
                 on_started(started)
             ending = await attend(self.context, started, host, on_output=on_output, stop=stop,
@@ -90,15 +115,19 @@ class DispatchService:
 
     async def follow(self, task_id: int, *, on_output: OutputCallback,
                      stop: asyncio.Event | None = None, follow: bool = True,
-                     lost_after_s: float | None = None) -> TaskRow:
+                     lost_after_s: float | None = None,
+                     caller: Caller | None = None) -> TaskRow:
         """Print a task's log; with `follow`, keep streaming until it ends (then recorded).
 
         Setting `stop` stops following (the task keeps running). Returns the task as stored.
+        A `caller` who is not an admin may read only their own tasks' logs.
         """
         from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S, HostLink, LogReader
         from fleet.dispatch.lifecycle import StartedTask, attend, host_spec
+        from fleet.services.permissions import require_owner
 
         row = await self.task(task_id)
+        await require_owner(self.context, caller, f"read the log of task {task_id}", [row.owner])
         if row.remote_dir is None or row.host is None:
             if follow and not row.is_final:
                 raise DispatchError(f"task {task_id} has not started yet ({row.state})")
@@ -173,3 +202,15 @@ class DispatchService:
         specs = select_hosts(await self.context.hosts.refresh(), pattern)
         return await run_on_hosts(specs, command, self.context.ssh_options,
                                   fanout=fanout, timeout_s=timeout_s, progress=progress)
+
+
+def _explained(started: StartedTask) -> StartedTask:
+    """The started task with its placement's explanation (fleet.render.explain)."""
+    from dataclasses import replace
+
+    from fleet.render.explain import render_explain
+
+    claim = started.claim
+    if claim is None or claim.placement is None:
+        return started
+    return replace(started, explanation=render_explain(claim.placement))

@@ -86,6 +86,7 @@ class PlacementService:
         snapshot: FleetSnapshot | None = None,
         probe_stale: bool = True,
         rng: random.Random | None = None,
+        caller: Caller | None = None,
     ) -> PlacementResult:
         """Where `request` fits now (nothing is claimed); the result explains every choice.
 
@@ -94,10 +95,20 @@ class PlacementService:
         """
         from fleet.placement.place import place
 
+        await self.require_policy(request, caller)
         await self.expire_reservations()
         found = await self.candidates(request, snapshot=snapshot, probe_stale=probe_stale)
         allocations = await self.active_allocations()
         return place(request, found, allocations, self.context.now(), rng=rng)
+
+    async def require_policy(self, request: PlacementRequest, caller: Caller | None) -> None:
+        """Only an admin may name a policy that is not built in through the server: a
+        "module:function" policy runs code in the server's process (PermissionDenied)."""
+        from fleet.placement.scoring.policies import BUILTIN_POLICIES
+        from fleet.services.permissions import require_admin
+
+        if request.policy.strip() not in BUILTIN_POLICIES:
+            await require_admin(self.context, caller, f"place with policy {request.policy!r}")
 
     async def place_and_claim(
         self,
@@ -161,11 +172,7 @@ class PlacementService:
         an admin may name a policy that is not built in ("module:function" runs code in the
         server's process).
         """
-        from fleet.placement.scoring.policies import BUILTIN_POLICIES
-        from fleet.services.permissions import require_admin
-
-        if request.policy.strip() not in BUILTIN_POLICIES:
-            await require_admin(self.context, caller, f"place with policy {request.policy!r}")
+        await self.require_policy(request, caller)
         expires_at = None if duration_s is None else int(self.context.now() + duration_s)
         who = caller.user if caller is not None else owner
         return await self.place_and_claim(request, kind="reservation", owner=who, note=note,

@@ -11,7 +11,8 @@ from fleet.client.remote import RemoteFleet
 from fleet.service import Fleet
 from fleet.ssh.options import SshOptions
 
-REMOTE_ONLY = {"live_snapshot", "whoami", "close", "socket_path"}
+REMOTE_ONLY = {"live_snapshot", "whoami", "close", "socket_path", "place_report"}
+MODE_FLAG = "remote"  # a plain attribute on both: False on Fleet, True on RemoteFleet
 
 
 def _fleet_methods(tmp_path: Path) -> dict[str, object]:
@@ -30,7 +31,13 @@ def _public(kind: type) -> list[str]:
     return [name for name, _ in inspect.getmembers(kind) if not name.startswith("_")]
 
 
-@pytest.mark.parametrize("name", sorted(set(_public(RemoteFleet)) - REMOTE_ONLY))
+def test_both_say_which_mode_they_are(tmp_path: Path) -> None:
+    from fleet.service import Fleet
+
+    assert (Fleet.remote, RemoteFleet.remote) == (False, True)
+
+
+@pytest.mark.parametrize("name", sorted(set(_public(RemoteFleet)) - REMOTE_ONLY - {MODE_FLAG}))
 def test_remote_method_matches_the_local_one(name: str, tmp_path: Path) -> None:
     local = _fleet_methods(tmp_path)[name]
     remote = getattr(RemoteFleet, name)

@@ -20,6 +20,7 @@ from fleet.inventory import Inventory
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
 from fleet.server.app import StatusSource, create_app
 from fleet.server.identity import Identities
+from fleet.server.jobs import Jobs
 from fleet.server.routes import add_v1_routes
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import snapshot_frame
@@ -59,7 +60,8 @@ async def served(tmp_path: Path, short_dir: Path) -> AsyncIterator[Served]:
     broadcaster = Broadcaster(QUEUE)
     identities = Identities((), os.getuid())
     app = create_app(StatusSource(service.snapshot),
-                     lambda app: add_v1_routes(app, service, identities, broadcaster))
+                     lambda app: add_v1_routes(app, service, identities, broadcaster,
+                                                       Jobs()))
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2)
     await runner.setup()
     path = short_dir / "w.sock"

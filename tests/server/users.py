@@ -20,7 +20,8 @@ COMMAND_TIMEOUT_S = 60.0
 CLIENT_MODULES = ("fleet.cli.main", "fleet.client.remote", "fleet.client.select",
                   "fleet.client.status", "fleet.render.tasks", "fleet.render.status_view",
                   "fleet.placement.reservations", "fleet.placement.request", "fleet.records",
-                  "fleet.monitor.config", "fleet.timeparse", "fleet.render.table")
+                  "fleet.monitor.config", "fleet.timeparse", "fleet.render.table",
+                  "fleet.cli.dispatch_cmd", "fleet.client.task_stream", "fleet.dispatch.staging")
 
 
 @dataclass(frozen=True)

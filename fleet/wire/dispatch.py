@@ -1,0 +1,113 @@
+"""Dispatch on the wire: a task's request with its files, and the events of its stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import Struct, field
+
+# The most a submission (script and --with files, before base64) may carry through the server.
+MAX_UPLOAD_BYTES = 256 << 20
+
+
+class UploadEntry(Struct, frozen=True, forbid_unknown_fields=True):
+    """One file (data and permission bits) or directory (data None) of a task, by its path
+    relative to the task directory ('/'-separated)."""
+
+    path: str
+    data: bytes | None = None
+    mode: int = 0o600
+
+
+class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/tasks`: what `fleet dispatch` was asked, with the files themselves.
+
+    `files[0]` is the script; `extras` names the top-level `--with` entries in order. `shown_*`
+    are the paths as the client named them (what the task row records). The owner is never sent:
+    it is the caller's Unix user.
+    """
+
+    files: tuple[UploadEntry, ...]
+    extras: tuple[str, ...]
+    shown_script: str
+    shown_extras: tuple[str, ...]
+    placement: dict[str, Any]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
+    python: str | None = None
+    timeout_s: float | None = None
+    grace_s: float = 10.0
+    name: str | None = None
+    priority: int = 0
+    wait: bool = False
+    queue_timeout_s: float = 24 * 3600.0
+    follow: bool = True  # False (--detach): the stream ends once the task runs
+    explain: bool = False  # the started event carries the placement's explanation
+    lost_after_s: float | None = None
+
+
+class SubmittedEvent(Struct, frozen=True):
+    """`submitted`: the task is recorded (queued or placing) under this id."""
+
+    task_id: int
+
+
+class WaitingEvent(Struct, frozen=True):
+    """`waiting`: a line about the queue (`--wait`)."""
+
+    message: str
+
+
+class StartedEvent(Struct, frozen=True):
+    """`started`: the task runs on its host."""
+
+    task_id: int
+    host: str
+    task_dir: str
+    pgid: int | None
+    gpu_uuids: tuple[str, ...]
+    gpu_indices: tuple[int, ...]
+    started_at: int
+    timeout_s: float | None = None
+    explanation: str | None = None
+
+
+class OutputEvent(Struct, frozen=True):
+    """`output`: bytes the task wrote (stdout and stderr, in order), base64 in JSON."""
+
+    data: bytes
+
+
+class EndedEvent(Struct, frozen=True):
+    """`ended`: fleet.dispatch.records.Ending, the task's recorded end."""
+
+    state: str
+    exit_code: int | None
+    error: str | None
+    ended_at: int
+    duration_s: float | None
+    timed_out: bool = False
+
+
+class LogQuery(Struct, frozen=True, forbid_unknown_fields=True):
+    """Query of `GET /v1/tasks/{id}/log`: keep streaming until the task ends, or not."""
+
+    follow: bool = False
+    lost_after_s: float | None = None
+
+
+class PlaceRequest(Struct, frozen=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/place`: where would this fit now (nothing is claimed)."""
+
+    placement: dict[str, Any]
+
+
+class PlaceReport(Struct, frozen=True):
+    """A placement as the CLI shows it: host (None: nothing fits), the summary line, the
+    explanation text and the explanation as data (fleet.render.explain)."""
+
+    host: str | None
+    summary: str
+    explanation: str
+    data: dict[str, Any] = field(default_factory=dict)
