@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from db.engine import Database
     from fleet.inventory import Inventory
     from fleet.ssh.options import SshOptions
+    from fleet.ssh.pool import ConnectionPool
 
 T = TypeVar("T")
 
@@ -40,6 +41,9 @@ class FleetContext:
         self._inventory = inventory if not callable(inventory) else None
         self._load_inventory = inventory if callable(inventory) else None
         self.hosts = ManagedHosts(lambda: self.inventory, database)
+        # The open connections of the monitor running in this process, which tasks share;
+        # None (no monitor): each task opens its own, as a one-shot CLI process does.
+        self.connections: ConnectionPool | None = None
 
     @property
     def inventory(self) -> Inventory:

@@ -55,6 +55,7 @@ class Fleet:
         self.dispatch_service = DispatchService(self.context, self.placement_service)
         self.monitor_service = MonitorService(self.context, self.placement_service,
                                               self.dispatch_service.reconcile_tasks)
+        self.placement_service.live_snapshot = self.monitor_service.snapshot
         self.health_service = HealthService(self.context)
         self.discovery_service = DiscoveryService(self.context)
         self.database_service = DatabaseService(self.context)

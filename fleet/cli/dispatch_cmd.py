@@ -15,7 +15,7 @@ from fleet.cli.task_output import exit_code_of, say, write_output
 
 if TYPE_CHECKING:
     from fleet.client.session import Service
-    from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
+    from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.service import Fleet
 
 
@@ -73,7 +73,7 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
       fleet dispatch --dry-run --explain --gpus 8 big.py
     """
     from fleet.cli.placement_options import request_from_options
-    from fleet.dispatch.lifecycle import DispatchRequest
+    from fleet.dispatch.request import DispatchRequest
     from fleet.dispatch.spec import parse_env
     from fleet.timeparse import parse_duration
 

@@ -21,8 +21,8 @@ from fleet.wire.errors import ErrorReply, error_from_wire
 
 if TYPE_CHECKING:
     from fleet.client.transport import Transport
-    from fleet.dispatch.lifecycle import StartedTask
-    from fleet.dispatch.records import Ending
+    from fleet.dispatch.ending import Ending
+    from fleet.dispatch.request import StartedTask
     from fleet.records import TaskRow
 
 OutputCallback = Callable[[bytes], None]
@@ -30,7 +30,7 @@ OutputCallback = Callable[[bytes], None]
 
 def started_task(event: wire.StartedEvent) -> StartedTask:
     """The StartedTask a `started` event describes (its host as the server names it)."""
-    from fleet.dispatch.lifecycle import StartedTask
+    from fleet.dispatch.request import StartedTask
     from fleet.model import HostSpec
 
     return StartedTask(task_id=event.task_id, host=HostSpec(event.host, event.host),
@@ -41,7 +41,7 @@ def started_task(event: wire.StartedEvent) -> StartedTask:
 
 def ending_of(event: wire.EndedEvent) -> Ending:
     """The Ending an `ended` event describes."""
-    from fleet.dispatch.records import Ending
+    from fleet.dispatch.ending import Ending
 
     return Ending(event.state, event.exit_code, event.error, event.ended_at,  # type: ignore[arg-type]
                   event.duration_s, timed_out=event.timed_out)
@@ -101,7 +101,7 @@ async def run_dispatch(stream: DispatchStream, submitted: wire.SubmitRequest,
     `cancel(task_id)` is awaited in the background once the task runs (its errors are shown by
     the stream: the task's end says whether it was cancelled).
     """
-    from fleet.dispatch.lifecycle import TaskCancelled
+    from fleet.dispatch.request import TaskCancelled
 
     reader = asyncio.ensure_future(stream.read(submitted))
     stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None

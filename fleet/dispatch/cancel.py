@@ -6,9 +6,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
+from fleet.dispatch.ending import Ending, ending_from_status
 from fleet.dispatch.follow import cancel_remote
 from fleet.dispatch.lifecycle import host_spec
-from fleet.dispatch.records import Ending, ending_from_status, now_s
+from fleet.dispatch.records import now_s
 from fleet.dispatch.remote import TaskHost
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ async def cancel_task(context: FleetContext, task_id: int, *, grace_s: float) ->
         if await asyncio.to_thread(records.finish, context.database, task_id, ending):
             return "cancelled"
         return (await asyncio.to_thread(records.load, context.database, task_id)).state
-    async with await TaskHost.open(host_spec(context, row.host), context.ssh_options) as host:
+    async with await TaskHost.open(host_spec(context, row.host), context.ssh_options,
+                                   context.connections) as host:
         status = await cancel_remote(host, row.remote_dir, grace_s)
     timeout = row.constraints.get("timeout_s")
     ending = ending_from_status(status, now=now_s(),

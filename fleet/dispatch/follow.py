@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from fleet.dispatch.records import DEFAULT_GRACE_S as DEFAULT_GRACE_S
-from fleet.dispatch.records import DEFAULT_LOST_AFTER_S as DEFAULT_LOST_AFTER_S
+from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
 from fleet.dispatch.remote import LOG_CHUNK, RemoteStatus, TaskHost
 from fleet.dispatch.spec import CONTROL_DIR
 from fleet.errors import HostError
 from fleet.model import HostSpec
 from fleet.ssh.options import SshOptions
+from fleet.ssh.pool import ConnectionPool
 
 
 @dataclass(frozen=True)
@@ -38,27 +38,32 @@ class PollPolicy:
 class HostLink:
     """A TaskHost that reconnects on demand; remembers when the host last answered."""
 
-    def __init__(self, spec: HostSpec, options: SshOptions, host: TaskHost | None = None) -> None:
+    def __init__(self, spec: HostSpec, options: SshOptions, host: TaskHost | None = None,
+                 pool: ConnectionPool | None = None) -> None:
         self.spec = spec
         self.options = options
+        self.pool = pool
         self._host = host
         self.last_ok = time.time()
 
     async def get(self) -> TaskHost:
         if self._host is None:
-            self._host = await TaskHost.open(self.spec, self.options)
+            self._host = await TaskHost.open(self.spec, self.options, self.pool)
         return self._host
 
     def drop(self) -> None:
+        """The connection failed: let it go (out of the pool too); `get` makes a new one."""
+        if self._host is not None:
+            self._host.close(broken=True)
+            self._host = None
+
+    def close(self) -> None:
         if self._host is not None:
             self._host.close()
             self._host = None
 
     def ok(self) -> None:
         self.last_ok = time.time()
-
-    def close(self) -> None:
-        self.drop()
 
 
 class LogReader:

@@ -10,23 +10,21 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fleet.dispatch import records
+from fleet.dispatch.ending import DEFAULT_GRACE_S, DEFAULT_LOST_AFTER_S, Ending, ending_from_status
 from fleet.dispatch.follow import (
-    DEFAULT_GRACE_S,
-    DEFAULT_LOST_AFTER_S,
     FollowEnd,
     HostLink,
     PollPolicy,
     cancel_remote,
     follow_task,
 )
-from fleet.dispatch.records import Ending, ending_from_status, now_s
+from fleet.dispatch.records import now_s
 from fleet.dispatch.remote import TaskHost, task_dir_name
-from fleet.dispatch.spec import TaskLaunch, build_launch
+from fleet.dispatch.request import DispatchRequest, StartedTask, TaskCancelled
 from fleet.dispatch.wrapper import TASKS_BASE
 from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
 from fleet.model import HostSpec
@@ -34,17 +32,9 @@ from fleet.model import HostSpec
 if TYPE_CHECKING:
     from fleet.context import FleetContext
     from fleet.placement.claim import Claim
-    from fleet.placement.request import PlacementRequest
     from fleet.services.placement import PlacementService
 
-DEFAULT_QUEUE_TIMEOUT_S = 24 * 3600.0
 T = TypeVar("T")
-
-
-class TaskCancelled(DispatchError):
-    """The task was cancelled (Ctrl-C) before it started running."""
-
-    exit_code = 130
 
 
 async def unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | None) -> T:
@@ -63,68 +53,6 @@ async def unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | Non
     with contextlib.suppress(asyncio.CancelledError):
         await job
     raise TaskCancelled("cancelled before the task started")
-
-
-@dataclass(frozen=True)
-class DispatchRequest:
-    """What `fleet dispatch` was asked to run, and where it may run."""
-
-    script: Path
-    placement: PlacementRequest
-    args: tuple[str, ...] = ()
-    extras: tuple[Path, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    workdir: str | None = None
-    python: str | None = None
-    timeout_s: float | None = None
-    grace_s: float = DEFAULT_GRACE_S
-    name: str | None = None
-    priority: int = 0
-    wait: bool = False
-    queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
-    owner: str | None = None
-    # The paths as the user named them, when the files were staged elsewhere (fleet serve).
-    shown_script: str | None = None
-    shown_extras: tuple[str, ...] | None = None
-
-    def validate(self) -> TaskLaunch:
-        """Check the script, files and env before anything is recorded (ConfigError if bad)."""
-        return self.launch(0, "python3", ())
-
-    def launch(self, task_id: int, host_python: str, gpu_uuids: tuple[str, ...]) -> TaskLaunch:
-        return build_launch(
-            task_id=task_id, script=self.script, host_python=host_python, gpu_uuids=gpu_uuids,
-            args=self.args, extras=self.extras, env=self.env, workdir=self.workdir,
-            python=self.python, timeout_s=self.timeout_s, timeout_grace_s=self.grace_s,
-        )
-
-    def stored_constraints(self) -> dict[str, object]:
-        """What the task row keeps (env values are left out: they may be secrets)."""
-        return {
-            "placement": self.placement.to_dict(),
-            "with": list(self.shown_extras or (str(path) for path in self.extras)),
-            "env_names": [name for name, _ in self.env],
-            "workdir": self.workdir,
-            "python": self.python,
-            "timeout_s": self.timeout_s,
-            "grace_s": self.grace_s,
-        }
-
-
-@dataclass(frozen=True)
-class StartedTask:
-    """A task running on its host."""
-
-    task_id: int
-    host: HostSpec
-    task_dir: str
-    pgid: int | None
-    gpu_uuids: tuple[str, ...]
-    started_at: int
-    timeout_s: float | None = None
-    claim: Claim | None = field(default=None, compare=False)
-    gpu_indices: tuple[int, ...] = ()  # on the host, as its claim names them
-    explanation: str | None = field(default=None, compare=False)  # asked for with explain
 
 
 def host_spec(context: FleetContext, name: str) -> HostSpec:
@@ -189,7 +117,7 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
     try:
         await asyncio.to_thread(records.set_host, database, task_id, claim.host)
         launch = request.launch(task_id, spec.python, uuids)
-        host = await TaskHost.open(spec, context.ssh_options)
+        host = await TaskHost.open(spec, context.ssh_options, context.connections)
         task_dir = await host.make_dir(TASKS_BASE, task_dir_name(task_id))
         await asyncio.to_thread(records.set_fields, database, task_id, remote_dir=task_dir)
         await host.upload(launch, task_dir)
@@ -219,7 +147,7 @@ async def _abort_start(context: FleetContext, task_id: int, host: TaskHost | Non
         with contextlib.suppress(FleetError):
             await asyncio.shield(cancel_remote(host, launched_dir, 1.0))
     if host is not None:
-        host.close()
+        host.close(broken=isinstance(exc, HostError))
     await _end(context, task_id, "cancelled" if cancelled else "failed",
                "cancelled while starting" if cancelled else f"could not start: {exc}")
 
@@ -263,7 +191,7 @@ async def attend(
 
     When `stop` is set the task is cancelled, or with `detach_on_stop` left running (None).
     """
-    link = HostLink(started.host, context.ssh_options, host)
+    link = HostLink(started.host, context.ssh_options, host, context.connections)
     database = context.database
     last_check = [time.monotonic()]
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
+from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S, Ending, ending_from_status
 from fleet.dispatch.queue import WAITER_STALE_S
-from fleet.dispatch.records import DEFAULT_LOST_AFTER_S, Ending, ending_from_status, now_s
+from fleet.dispatch.records import now_s
 from fleet.errors import DispatchError, HostError
 
 if TYPE_CHECKING:
@@ -125,12 +126,14 @@ async def _check_host(context: FleetContext, name: str, tasks: list[_Active],
         if spec is None:
             raise DispatchError(f"host {name} is no longer in the inventory")
         async with asyncio.timeout(timeout_s + len(tasks) * 2.0):
-            host = await TaskHost.open(spec, context.ssh_options)
+            host = await TaskHost.open(spec, context.ssh_options, context.connections)
+            broken = True
             try:
                 for active in tasks:
                     await _check_task(context, host, active.row, report)
+                broken = False
             finally:
-                host.close()
+                host.close(broken=broken)
     except (HostError, DispatchError, TimeoutError) as exc:
         report.unreachable[name] = str(exc) or "timed out"
         now = now_s()

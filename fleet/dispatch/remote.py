@@ -27,6 +27,7 @@ from fleet.errors import DispatchError, HostUnreachable
 from fleet.model import HostSpec
 from fleet.ssh.connect import connect
 from fleet.ssh.options import SshOptions
+from fleet.ssh.pool import ConnectionPool
 from fleet.ssh.run import CommandResult, output_tail, run_command
 
 LOG_CHUNK = 256 * 1024
@@ -85,19 +86,23 @@ class TaskHost:
     """An open SSH connection (and SFTP session) to the host of one or more tasks."""
 
     def __init__(self, spec: HostSpec, conn: asyncssh.SSHClientConnection,
-                 command_timeout: float) -> None:
+                 command_timeout: float, pool: ConnectionPool | None = None) -> None:
         self.spec = spec
         self.conn = conn
         self.command_timeout = command_timeout
+        self.pool = pool
         self._sftp: asyncssh.SFTPClient | None = None
 
     @classmethod
-    async def open(cls, spec: HostSpec, options: SshOptions) -> TaskHost:
-        """Connect to `spec` (HostError subclasses on failure)."""
+    async def open(cls, spec: HostSpec, options: SshOptions,
+                   pool: ConnectionPool | None = None) -> TaskHost:
+        """Connect to `spec`, or take the pool's open connection (HostError subclasses on
+        failure)."""
         if spec.connection == "local":
             raise DispatchError(f"{spec.name}: tasks on a `connection: local` host are not "
                                 "supported; give the host an SSH address")
-        return cls(spec, await connect(spec, options), options.command_timeout)
+        conn = await pool.acquire(spec) if pool is not None else await connect(spec, options)
+        return cls(spec, conn, options.command_timeout, pool)
 
     async def __aenter__(self) -> TaskHost:
         return self
@@ -106,11 +111,16 @@ class TaskHost:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    def close(self) -> None:
+    def close(self, *, broken: bool = False) -> None:
+        """Done with the host: close the connection, or leave it open in its pool (`broken`:
+        it failed, so the pool lets it go and the next user reconnects)."""
         if self._sftp is not None:
             self._sftp.exit()
             self._sftp = None
-        self.conn.close()
+        if self.pool is None:
+            self.conn.close()
+        elif broken and self.pool.connection(self.spec.name) is self.conn:
+            self.pool.discard(self.spec.name)
 
     async def sftp(self) -> asyncssh.SFTPClient:
         if self._sftp is None:

@@ -18,7 +18,7 @@ from fleet.errors import ConfigError
 from fleet.wire.dispatch import MAX_UPLOAD_BYTES, SubmitRequest, UploadEntry
 
 if TYPE_CHECKING:
-    from fleet.dispatch.lifecycle import DispatchRequest
+    from fleet.dispatch.request import DispatchRequest
 
 _UNSAFE_PARTS = frozenset({"", ".", ".."})
 
@@ -64,7 +64,7 @@ def _checked_path(path: str) -> PurePosixPath:
 def stage(wire: SubmitRequest, directory: Path) -> DispatchRequest:
     """Write the request's files under `directory` (empty, private) and return the request as
     the server dispatches it (owner unset: the caller decides). ConfigError for bad input."""
-    from fleet.dispatch.lifecycle import DispatchRequest
+    from fleet.dispatch.request import DispatchRequest
     from fleet.dispatch.spec import parse_env
     from fleet.placement.request import PlacementRequest
 

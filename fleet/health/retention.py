@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from db.retention import PruneResult, RollupResult, prune_samples_and_rollups, rollup_gpu_minutes
-
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from db.retention import PruneResult, RollupResult
 
 DAY_S = 86_400
 
@@ -54,6 +54,8 @@ def apply_retention(session: Session, settings: RetentionSettings, now: float) -
     Run it in its own session (`with database.session() as s: apply_retention(s, ...)`), off
     the event loop (asyncio.to_thread): a first pass over a long history can take seconds.
     """
+    from db.retention import prune_samples_and_rollups, rollup_gpu_minutes  # settings need no SQL
+
     now_ms = int(now * 1000)
     rollup = rollup_gpu_minutes(session, until_ms=now_ms - int(settings.rollup_lag_s * 1000))
     raw_before_ms = now_ms - int(settings.raw_days * DAY_S * 1000)

@@ -15,11 +15,11 @@ from fleet.health.hooks import HookRunner
 from fleet.health.rules import HealthTracker
 from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.local import LocalStream
-from fleet.monitor.pool import ConnectionPool
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
+from fleet.ssh.pool import ConnectionPool
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:

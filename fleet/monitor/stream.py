@@ -19,10 +19,10 @@ from fleet.errors import HostError, HostUnreachable, ProbeError
 from fleet.health.host_state import outcome_of
 from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.lines import LineReader, OverlongLine
-from fleet.monitor.pool import Backoff, ConnectionPool
 from fleet.monitor.settings import MonitorSettings
 from fleet.probe.bundle import PYTHON_TOO_OLD_EXIT, probe_command, probe_program
 from fleet.probe.parse import MAX_LINE_BYTES, parse_probe_line, sanitize_text
+from fleet.ssh.pool import Backoff, ConnectionPool
 
 if TYPE_CHECKING:
     import asyncssh

@@ -17,7 +17,7 @@ from fleet.wire import tasks
 from fleet.wire.codec import API_PREFIX, decode, encode
 
 if TYPE_CHECKING:
-    from fleet.dispatch.lifecycle import DispatchRequest
+    from fleet.dispatch.request import DispatchRequest
 
 # A submission's body may carry MAX_UPLOAD_BYTES of files as base64, plus the rest.
 MAX_SUBMIT_BODY = wire.MAX_UPLOAD_BYTES * 4 // 3 + (1 << 20)

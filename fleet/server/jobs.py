@@ -26,7 +26,7 @@ from fleet.wire.codec import encode
 
 if TYPE_CHECKING:
     from fleet.caller import Caller
-    from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
+    from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.service import Fleet
 
 log = logging.getLogger(__name__)

@@ -1,14 +1,30 @@
-"""One server per socket and per database: flock'd lock files that name the running pid."""
+"""One server per socket and per database: flock'd lock files (SQLite) or an advisory lock
+(PostgreSQL), each naming the running pid."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import socket
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from fleet.errors import ConfigError
+
+if TYPE_CHECKING:
+    from db.engine import Database
+
+LABEL_PREFIX = "fleet serve pid "
+
+
+class ServerLock(Protocol):
+    """What `fleet serve` holds for its life: taken at start, dropped at stop."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
 
 
 class InstanceLock:
@@ -73,3 +89,34 @@ def database_lock_path(url: str) -> Path | None:
             parsed.database == ":memory:":
         return None
     return Path(parsed.database + ".serve.lock")
+
+
+class PostgresServeLock:
+    """The database's advisory lock (db.serve_lock), its holder named by pid and host."""
+
+    def __init__(self, database: Database, what: str) -> None:
+        from db.serve_lock import ServeLock
+
+        self.what = what
+        self.database = database
+        self._lock = ServeLock(database.engine,
+                               f"{LABEL_PREFIX}{os.getpid()} on {socket.gethostname()}")
+
+    def acquire(self) -> None:
+        """Take the lock; ConfigError naming the server that holds it."""
+        from fleet.storage import storage_errors
+
+        with storage_errors("take the server lock", self.database.url):
+            if self._lock.try_acquire():
+                return
+            holder = self._lock.holder() or ""
+        pid, _, host = holder.removeprefix(LABEL_PREFIX).partition(" on ")
+        raise ConfigError(f"another fleet serve (pid {pid or 'unknown'}) is already running on "
+                          f"{self.what}{f' (host {host})' if host else ''}; stop it first")
+
+    def release(self) -> None:
+        """Drop the lock (closing its connection)."""
+        from fleet.storage import storage_errors
+
+        with storage_errors("release the server lock", self.database.url):
+            self._lock.release()

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -19,12 +20,21 @@ from fleet.monitor.monitor import Monitor
 from fleet.server.app import StatusSource, create_app
 from fleet.server.identity import Identities
 from fleet.server.jobs import Jobs
-from fleet.server.locks import InstanceLock, database_lock_path, remove_stale_socket
+from fleet.server.locks import (
+    InstanceLock,
+    PostgresServeLock,
+    ServerLock,
+    database_lock_path,
+    remove_stale_socket,
+)
 from fleet.server.paths import default_socket_path, prepare_socket_dir
 from fleet.server.routes import add_v1_routes
 from fleet.server.settings import ServeSettings
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import snapshot_frame
+
+if TYPE_CHECKING:
+    from db.engine import Database
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +64,8 @@ def group_id(name: str | None) -> int | None:
 
 
 @contextlib.contextmanager
-def _locked(*locks: InstanceLock) -> Iterator[None]:
-    held: list[InstanceLock] = []
+def _locked(*locks: ServerLock) -> Iterator[None]:
+    held: list[ServerLock] = []
     try:
         for lock in locks:
             lock.acquire()
@@ -102,7 +112,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                                   accept_new=options.accept_new) as service:
         settings = service.monitor_settings()
         serve_settings = settings.section("serve", ServeSettings)
-        socket_path, locks = _plan(options, serve_settings, service.database.url, gid)
+        socket_path, locks = _plan(options, serve_settings, service.database, gid)
         with _locked(*locks):
             remove_stale_socket(socket_path)
             broadcaster = Broadcaster(serve_settings.watch_queue)
@@ -134,10 +144,12 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                 await service.stop_monitor()
 
 
-def _plan(options: ServeOptions, settings: ServeSettings, database_url: str,
-          gid: int | None) -> tuple[Path, list[InstanceLock]]:
+def _plan(options: ServeOptions, settings: ServeSettings, database: Database,
+          gid: int | None) -> tuple[Path, list[ServerLock]]:
     """The socket path (made ready) and the locks to hold: the database's, then the socket's."""
     from fleet.storage import redact_url
+
+    database_url = database.url
 
     if options.socket_path is not None:
         socket_path = options.socket_path
@@ -146,10 +158,13 @@ def _plan(options: ServeOptions, settings: ServeSettings, database_url: str,
     else:
         socket_path = default_socket_path()
     prepare_socket_dir(socket_path, group_id=gid)
-    locks = [InstanceLock(Path(f"{socket_path}.lock"), f"socket {socket_path}")]
+    locks: list[ServerLock] = [InstanceLock(Path(f"{socket_path}.lock"), f"socket {socket_path}")]
     database_lock = database_lock_path(database_url)
+    what = f"database {redact_url(database_url)}"
     if database_lock is not None:
-        locks.insert(0, InstanceLock(database_lock, f"database {redact_url(database_url)}"))
+        locks.insert(0, InstanceLock(database_lock, what))
+    elif database.engine.dialect.name == "postgresql":
+        locks.insert(0, PostgresServeLock(database, what))
     return socket_path, locks
 
 

@@ -1,6 +1,6 @@
 """Tasks: submit, run and follow, cancel, list, reconcile, and fan-out commands on hosts.
 
-    from fleet.dispatch.lifecycle import DispatchRequest
+    from fleet.dispatch.request import DispatchRequest
     from fleet.placement.request import PlacementRequest
 
     async with fleet.open() as f:
@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from db.tasks import TaskRow
     from fleet.caller import Caller
     from fleet.context import FleetContext
+    from fleet.dispatch.ending import Ending
     from fleet.dispatch.fanout_run import HostRunResult, RunCommand, RunProgress
-    from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
     from fleet.dispatch.reconcile import ReconcileReport
-    from fleet.dispatch.records import Ending
+    from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.services.placement import PlacementService
 
 OutputCallback = Callable[[bytes], None]
@@ -95,7 +95,7 @@ class DispatchService:
         task started, it is recorded cancelled and TaskCancelled (exit code 130) is raised.
         With `explain`, the started task carries its placement's explanation.
         """
-        from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.lifecycle import attend, submit, unless_stopped
 
         request = await self._as_caller(request, caller)
@@ -122,8 +122,10 @@ class DispatchService:
         Setting `stop` stops following (the task keeps running). Returns the task as stored.
         A `caller` who is not an admin may read only their own tasks' logs.
         """
-        from fleet.dispatch.follow import DEFAULT_LOST_AFTER_S, HostLink, LogReader
-        from fleet.dispatch.lifecycle import StartedTask, attend, host_spec
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
+        from fleet.dispatch.follow import HostLink, LogReader
+        from fleet.dispatch.lifecycle import attend, host_spec
+        from fleet.dispatch.request import StartedTask
         from fleet.services.permissions import require_owner
 
         row = await self.task(task_id)
@@ -134,7 +136,7 @@ class DispatchService:
             return row
         spec = host_spec(self.context, row.host)
         if not follow or row.is_final:
-            link = HostLink(spec, self.context.ssh_options)
+            link = HostLink(spec, self.context.ssh_options, pool=self.context.connections)
             try:
                 await LogReader(row.remote_dir).drain(await link.get(), on_output)
             finally:
@@ -184,8 +186,8 @@ class DispatchService:
     async def reconcile_tasks(self, *, lost_after_s: float | None = None,
                               check_timeout_s: float | None = None) -> ReconcileReport:
         """Check running tasks against their hosts and repair the records (see reconcile.py)."""
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.reconcile import DEFAULT_CHECK_TIMEOUT_S, reconcile
-        from fleet.dispatch.records import DEFAULT_LOST_AFTER_S
 
         with self._errors("reconcile tasks"):
             return await reconcile(self.context,

@@ -92,11 +92,13 @@ class MonitorService:
             self._monitor = None
             await monitor.stop()
             raise
+        self.context.connections = monitor.pool  # tasks start and stream over these
         return monitor
 
     async def stop_monitor(self) -> None:
         """Stop the in-process monitor: probes exit, buffered samples are written."""
         monitor, self._monitor = self._monitor, None
+        self.context.connections = None
         self._started_by_watch = False
         self._watchers = 0
         if monitor is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -42,6 +42,8 @@ class PlacementService:
     def __init__(self, context: FleetContext, hosts: HostService) -> None:
         self.context = context
         self.host_service = hosts
+        # The in-process monitor's newest snapshot (set once the monitor service exists).
+        self.live_snapshot: Callable[[], FleetSnapshot | None] | None = None
 
     async def candidates(
         self,
@@ -53,7 +55,8 @@ class PlacementService:
     ) -> CandidateSet:
         """The freshest view of the managed hosts and GPUs to place `request` on.
 
-        The monitor's `snapshot` when given; else the database's latest samples, and when those
+        The monitor's `snapshot` when given (or, when a monitor runs in this process over
+        every managed host, its newest one); else the database's latest samples, and when those
         are stale for hosts the request could use, those hosts are probed once (and recorded)
         before the view is rebuilt. Raises ConfigError when the request's host pattern matches
         no managed host.
@@ -65,6 +68,11 @@ class PlacementService:
         inventory = await self.context.hosts.refresh()
         select_hosts(inventory, request.hosts)  # a typo in --hosts is an error, not "none"
         recent = await self.context.read("read recent history", self._recent_load)
+        if snapshot is None and self.live_snapshot is not None:
+            current = self.live_snapshot()
+            seen = {host.spec.name for host in current.hosts} if current is not None else set()
+            if current is not None and all(spec.name in seen for spec in inventory.hosts):
+                snapshot = current  # this process's monitor covers every managed host
         if snapshot is not None:
             return candidates_from_snapshot(snapshot, recent)
         found = await self._candidates_from_db(recent, "database")

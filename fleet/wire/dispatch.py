@@ -80,7 +80,7 @@ class OutputEvent(Struct, frozen=True):
 
 
 class EndedEvent(Struct, frozen=True):
-    """`ended`: fleet.dispatch.records.Ending, the task's recorded end."""
+    """`ended`: fleet.dispatch.ending.Ending, the task's recorded end."""
 
     state: str
     exit_code: int | None

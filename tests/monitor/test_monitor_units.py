@@ -12,9 +12,9 @@ from fleet.errors import ConfigError
 from fleet.model import HostSpec
 from fleet.monitor.config import default_settings, load_settings
 from fleet.monitor.lines import LineReader, OverlongLine
-from fleet.monitor.pool import Backoff
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.snapshot import FleetSnapshot, HostSnapshot
+from fleet.ssh.pool import Backoff
 
 
 class _Chunks:

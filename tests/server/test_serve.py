@@ -152,6 +152,7 @@ def _has_gid(gid: int) -> bool:
     return True
 
 
+@pytest.mark.usefixtures("db_url")  # a lock file beside SQLite, an advisory lock on PostgreSQL
 async def test_second_server_is_refused_naming_the_first_and_stale_socket_replaced(
         serve_lab: ServeLabFactory) -> None:
     lab = await serve_lab(1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from fleet.dispatch.lifecycle import DispatchRequest
+from fleet.dispatch.request import DispatchRequest
 from fleet.dispatch.spec import plan_uploads
 from fleet.dispatch.staging import pack, stage
 from fleet.errors import ConfigError

@@ -1,4 +1,5 @@
-"""One SSH connection per host, shared by every channel to it; bounded handshakes and backoff."""
+"""One SSH connection per host, shared by every channel to it (the monitor's probes and, in the
+same process, every task's start, output and signals); bounded handshakes and backoff."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
     from fleet.ssh.run import CommandResult
 
-log = logging.getLogger("fleet.monitor.pool")
+log = logging.getLogger("fleet.ssh.pool")
 
 
 @dataclass

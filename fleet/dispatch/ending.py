@@ -1,0 +1,48 @@
+"""How a task ended (its recorded state, exit code and error), from what its host reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from db.types import TaskState
+
+if TYPE_CHECKING:
+    from fleet.dispatch.remote import RemoteStatus
+
+DEFAULT_LOST_AFTER_S = 300.0  # a task's host silent this long: the task is lost
+DEFAULT_GRACE_S = 10.0  # between SIGTERM and SIGKILL
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a task ended: its final state, exit code, error text and times (epoch seconds)."""
+
+    state: TaskState
+    exit_code: int | None
+    error: str | None
+    ended_at: int
+    duration_s: float | None  # measured on the host when known (clock skew does not matter)
+    timed_out: bool = False  # stopped for running past its --timeout (state is `failed`)
+
+
+def ending_from_status(status: RemoteStatus, *, now: int, timeout_s: float | None = None
+                       ) -> Ending:
+    """The Ending a host status describes (status.state is exited or gone)."""
+    duration = None
+    if status.started_at is not None and status.ended_at is not None:
+        duration = float(max(status.ended_at - status.started_at, 0))
+    if status.state == "gone":
+        reason = ("task directory is gone from the host" if status.dir_missing
+                  else "task process vanished without an exit status (host rebooted or "
+                       "wrapper killed)")
+        return Ending("lost", None, reason, now, duration)
+    code = status.exit_code
+    if status.cancelled:
+        return Ending("cancelled", code, "cancelled", now, duration)
+    if status.timed_out:
+        limit = f" after {timeout_s:g}s" if timeout_s is not None else ""
+        return Ending("failed", code, f"timed out{limit}", now, duration, timed_out=True)
+    if code == 0:
+        return Ending("succeeded", 0, None, now, duration)
+    return Ending("failed", code, f"exit code {code}", now, duration)
