@@ -1,4 +1,5 @@
-"""The real `FleetService`: the TUI's protocol mapped onto the public `fleet.Fleet` API."""
+"""The real `FleetService`: the TUI's protocol mapped onto `fleet.Fleet`, or onto a
+`fleet serve` (`RemoteFleet`: the lab's shared view, one monitor for every TUI)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from fleet.errors import ConfigError
 from fleet.snapshot import FleetSnapshot
@@ -25,11 +26,12 @@ from tui.service import (
 
 if TYPE_CHECKING:
     from fleet import Fleet
+    from fleet.client.session import Service
     from fleet.discovery.candidates import CandidateView as FoundHost
     from fleet.monitor.config import Settings
-    from fleet.placement.place import PlacementResult
     from fleet.placement.request import PlacementRequest
     from fleet.records import TaskRow
+    from fleet.wire.dispatch import PlaceReport
 
 HISTORY_POINTS = 120  # plot resolution: the window is bucketed into about this many points
 TASK_LIMIT = 300  # newest tasks listed
@@ -39,13 +41,14 @@ PREVIEW_EXCLUSIONS = 40  # exclusion lines handed to the dispatch dialog
 
 
 class FleetAdapter:
-    """FleetService over a live `Fleet`.
+    """FleetService over a live `Fleet` or a `fleet serve` session.
 
     `scripts` are offered in the dispatch dialog; `hosts` narrows the live view (a `--hosts`
     pattern); `settings` are the monitor's when watch() has to start one in this process.
+    Through a server, discovery and adoption stay on the head node (ConfigError here).
     """
 
-    def __init__(self, fleet: Fleet, *, scripts: Sequence[str] = (), owner: str | None = None,
+    def __init__(self, fleet: Service, *, scripts: Sequence[str] = (), owner: str | None = None,
                  hosts: str | None = None, settings: Settings | None = None) -> None:
         self.fleet = fleet
         self.scripts = list(scripts)
@@ -130,20 +133,29 @@ class FleetAdapter:
         await self.fleet.release([allocation_id])
 
     async def drain(self, host: str, gpu_index: int | None, reason: str) -> None:
-        await self.fleet.drain(_drain_target(host, gpu_index), reason, by=self.owner)
+        await self.fleet.drain(_target(host, gpu_index), reason, by=self.owner)
 
     async def undrain(self, host: str, gpu_index: int | None) -> None:
-        await self.fleet.undrain(_drain_target(host, gpu_index), by=self.owner)
+        await self.fleet.undrain(_target(host, gpu_index), by=self.owner)
+
+    def _local(self, what: str) -> Fleet:
+        """The local Fleet; through a server, ConfigError: `what` runs on the head node."""
+        if self.fleet.remote:
+            raise ConfigError(f"{what} runs where fleet serve runs: use `fleet discover` and "
+                              "`fleet adopt` on the head node (adopting needs an admin)")
+        return cast("Fleet", self.fleet)
 
     async def candidates(self) -> list[CandidateView]:
-        return [_candidate_view(view) for view in await self.fleet.discovered_hosts()]
+        fleet = self._local("discovery")
+        return [_candidate_view(view) for view in await fleet.discovered_hosts()]
 
     async def scan(self) -> list[CandidateView]:
-        outcome = await self.fleet.discover(timeout=SCAN_S)
+        outcome = await self._local("discovery").discover(timeout=SCAN_S)
         return [_candidate_view(view) for view in outcome.views]
 
     async def discovery_scope(self) -> DiscoveryScope:
-        settings = await asyncio.to_thread(self.fleet.discovery_settings)  # may read the inventory
+        fleet = self._local("discovery")
+        settings = await asyncio.to_thread(fleet.discovery_settings)  # may read the inventory
         return DiscoveryScope(tuple(settings.service_types), tuple(settings.interfaces))
 
     async def host_key(self, candidate_key: str) -> HostKeyFingerprint:
@@ -152,18 +164,28 @@ class FleetAdapter:
 
         address, port = _split_key(candidate_key)
         spec = HostSpec(name=address, address=address, port=port)
-        key_type, fingerprint = await fetch_host_key(spec, self.fleet.ssh_options)
+        options = self._local("adopting a host").ssh_options
+        key_type, fingerprint = await fetch_host_key(spec, options)
         return HostKeyFingerprint(key_type, fingerprint)
 
     async def adopt(self, candidate_key: str, fingerprint: HostKeyFingerprint) -> str:
-        result = await self.fleet.adopt(candidate_key, expected_fingerprint=fingerprint.sha256)
+        result = await self._local("adopting a host").adopt(
+            candidate_key, expected_fingerprint=fingerprint.sha256)
         return result.name
 
     async def preview(self, request: DispatchRequest) -> PlacementPreview:
-        return placement_preview(await self.fleet.place(_placement_request(request)))
+        placement = _placement_request(request)
+        if self.fleet.remote:
+            from fleet.client.remote import RemoteFleet
+
+            assert isinstance(self.fleet, RemoteFleet)
+            return placement_preview(await self.fleet.place_report(placement))
+        from fleet.render.explain import place_report
+
+        return placement_preview(place_report(await cast("Fleet", self.fleet).place(placement)))
 
     async def dispatch(self, request: DispatchRequest) -> TaskView:
-        from fleet.dispatch.lifecycle import DispatchRequest as FleetDispatchRequest
+        from fleet.dispatch.request import DispatchRequest as FleetDispatchRequest
 
         started = await self.fleet.submit(FleetDispatchRequest(
             script=Path(request.script), placement=_placement_request(request),
@@ -174,18 +196,20 @@ class FleetAdapter:
         return list(self.scripts)
 
 
-def placement_preview(result: PlacementResult) -> PlacementPreview:
+def placement_preview(report: PlaceReport) -> PlacementPreview:
     """The dialog's view of a placement: the eligible GPUs, best first, and every exclusion."""
+    data = report.data
     eligible = tuple(
-        f"{'*' if item.chosen else ' '} {item.gpu.host}:{item.gpu.index}  score "
-        f"{item.score:.2f}  {item.gpu.model or 'GPU'}" for item in result.scored)
+        f"{'*' if item['chosen'] else ' '} {item['host']}:{item['index']}  score "
+        f"{item['score']:.2f}  {item['model'] or 'GPU'}" for item in data["candidates"])
+    found = data["exclusions"]
     exclusions = tuple(
-        f"{e.host if e.index is None else f'{e.host}:{e.index}'}: {'; '.join(e.reasons)}"
-        for e in result.exclusions[:PREVIEW_EXCLUSIONS])
-    if len(result.exclusions) > PREVIEW_EXCLUSIONS:
-        exclusions += (f"… and {len(result.exclusions) - PREVIEW_EXCLUSIONS} more",)
-    return PlacementPreview(result.host is not None, result.host, result.gpu_indices,
-                            eligible, exclusions)
+        f"{_target(e['host'], e['index'])}: {'; '.join(e['reasons'])}"
+        for e in found[:PREVIEW_EXCLUSIONS])
+    if len(found) > PREVIEW_EXCLUSIONS:
+        exclusions += (f"… and {len(found) - PREVIEW_EXCLUSIONS} more",)
+    indices = tuple(gpu["index"] for gpu in data["gpus"])
+    return PlacementPreview(report.host is not None, report.host, indices, eligible, exclusions)
 
 
 def task_view(row: TaskRow) -> TaskView:
@@ -212,7 +236,8 @@ def _placement_request(request: DispatchRequest) -> PlacementRequest:
                             hosts=request.hosts)
 
 
-def _drain_target(host: str, gpu_index: int | None) -> str:
+def _target(host: str, gpu_index: int | None) -> str:
+    """A host, or one of its GPUs as HOST:INDEX."""
     return host if gpu_index is None else f"{host}:{gpu_index}"
 
 

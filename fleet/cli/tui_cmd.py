@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import click
 
 from fleet.cli.context import global_options
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
+
+if TYPE_CHECKING:
+    from fleet.service import Fleet
 
 
 @click.command()
@@ -30,17 +35,23 @@ def tui(ctx: click.Context, pattern: str | None, interval: str | None, accept_ne
       NO_COLOR=1 fleet tui
     """
     from fleet.cli.tui_launch import run_tui
+    from fleet.errors import ConfigError
     from fleet.monitor.config import default_settings, with_interval
-    from fleet.service import open as open_fleet
 
     options = global_options(ctx)
     if interval is not None:
         with_interval(default_settings(), interval)  # a bad value fails before anything opens
 
     async def run() -> int:
-        async with open_fleet(options.db_url, options.inventory_path,
-                              accept_new=accept_new) as fleet:
-            fleet.hosts(pattern)  # a pattern matching no host is an error, not an empty screen
+        async with open_service(options, accept_new=accept_new) as service:
+            # a pattern matching no host is an error, not an empty screen
+            await service.managed_hosts(pattern)
+            if service.remote:  # the lab's shared view: the server's one monitor
+                if interval is not None:
+                    raise ConfigError("--interval: through fleet serve the server's monitor "
+                                      "reads the hosts (its monitor.interval setting)")
+                return await run_tui(service, hosts=pattern)
+            fleet = cast("Fleet", service)
             settings = fleet.monitor_settings()
             if interval is not None:
                 settings = with_interval(settings, interval)

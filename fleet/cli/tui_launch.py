@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from fleet.client.session import Service
     from fleet.monitor.config import Settings
-    from fleet.service import Fleet
 
 
-async def run_tui(fleet: Fleet, *, hosts: str | None = None, settings: Settings | None = None,
+async def run_tui(fleet: Service, *, hosts: str | None = None, settings: Settings | None = None,
                   scripts: Sequence[str] = ()) -> int:
-    """Open the full-screen UI on `fleet` until the operator quits; returns the exit code.
+    """Open the full-screen UI on `fleet` (local, or a `fleet serve`) until the operator
+    quits; returns the exit code.
 
     `hosts` narrows the live view (a --hosts pattern); `settings` are the monitor's when the
     UI has to start one in this process; `scripts` are offered in the dispatch dialog.

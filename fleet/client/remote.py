@@ -16,15 +16,23 @@ from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
 
 if TYPE_CHECKING:
-    from fleet.dispatch.lifecycle import DispatchRequest, StartedTask
+    from fleet.dispatch.ending import Ending
     from fleet.dispatch.reconcile import ReconcileReport
-    from fleet.dispatch.records import Ending
+    from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.fanout import HostStatus, ProgressCallback
     from fleet.health.drain import DrainOutcome
     from fleet.model import HostSpec
+    from fleet.monitor.config import Settings
     from fleet.placement.claim import Claim
     from fleet.placement.request import PlacementRequest
-    from fleet.records import AllocationDetail, EventView, HostRow, Severity, TaskRow
+    from fleet.records import (
+        AllocationDetail,
+        EventView,
+        GpuHistoryPoint,
+        HostRow,
+        Severity,
+        TaskRow,
+    )
     from fleet.snapshot import FleetSnapshot
     from fleet.wire.dispatch import PlaceReport
 
@@ -80,8 +88,10 @@ class RemoteFleet:
                 progress(status, done, len(statuses))
         return statuses
 
-    async def watch(self, pattern: str | None = None) -> AsyncGenerator[FleetSnapshot, None]:
-        """The latest snapshot, then every change, streamed by the server."""
+    async def watch(self, pattern: str | None = None, *, settings: Settings | None = None
+                    ) -> AsyncGenerator[FleetSnapshot, None]:
+        """The latest snapshot, then every change, streamed by the server (whose monitor runs
+        with its own settings: `settings` is not used)."""
         async for event, data in self.transport.events("watch", {"hosts": pattern}):
             if event == "snapshot":
                 self._latest = snapshot_from_wire(decode(data, SnapshotWire))
@@ -171,6 +181,27 @@ class RemoteFleet:
             "reservations", allocations.ReserveRequest(request.to_dict(), duration_s, note),
             allocations.ClaimWire)
         return allocations.claim_from_wire(reply)
+
+    async def reserve_gpus(self, host: str, gpu_indices: Sequence[int], *,
+                           duration_s: float | None = None, note: str | None = None,
+                           owner: str | None = None) -> Claim:
+        """Hold exactly these GPUs of `host` (all or none); the owner is your Unix user."""
+        reply = await self.transport.post(
+            "reservations/gpus",
+            allocations.ReserveGpusRequest(host, tuple(gpu_indices), duration_s, note),
+            allocations.ClaimWire)
+        return allocations.claim_from_wire(reply)
+
+    async def gpu_history(self, *, since: float, until: float, host: str | None = None,
+                          gpu: str | None = None, bucket_s: int | None = None,
+                          limit: int | None = None) -> list[GpuHistoryPoint]:
+        """GPU samples or buckets between two epoch times (as `Fleet.gpu_history`)."""
+        from fleet.wire import history
+
+        reply = await self.transport.get("history/gpu", history.GpuHistoryList, {
+            "since": since, "until": until, "host": host, "gpu": gpu, "bucket_s": bucket_s,
+            "limit": limit})
+        return history.history_from_wire(reply)
 
     async def drain(self, target: str, reason: str | None = None, *,
                     by: str | None = None) -> DrainOutcome:

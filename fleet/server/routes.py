@@ -17,7 +17,7 @@ from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES, JOBS
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import watch
 from fleet.snapshot import FleetSnapshot
-from fleet.wire import allocations, drain, events, hosts, tasks
+from fleet.wire import allocations, drain, events, history, hosts, tasks
 from fleet.wire.codec import API_PREFIX, WireError, decode
 from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import snapshot_to_wire
@@ -39,8 +39,9 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
         GET  /v1/watch                       server-sent events, one `snapshot` event per change
         POST /v1/tasks                       dispatch; its events as server-sent events
         GET  /v1/tasks/{id}/log              a task's output (?follow=true: until it ends)
+        GET  /v1/history/gpu                 GPU samples or buckets (`?since=&until=&host=…`)
         POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
-        POST /v1/drain /v1/undrain /v1/place
+        POST /v1/reservations/gpus /v1/drain /v1/undrain /v1/place
     """
     from fleet.server.dispatch_routes import add_dispatch_routes
 
@@ -62,6 +63,8 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app.router.add_get(f"{v1}/allocations", list_allocations)
     app.router.add_post(f"{v1}/allocations/release", release)
     app.router.add_post(f"{v1}/reservations", reserve)
+    app.router.add_post(f"{v1}/reservations/gpus", reserve_gpus)
+    app.router.add_get(f"{v1}/history/gpu", gpu_history)
     app.router.add_post(f"{v1}/drain", drain_target)
     app.router.add_post(f"{v1}/undrain", undrain_target)
     app.router.add_get(f"{v1}/watch", watch)
@@ -202,6 +205,25 @@ async def reserve(request: web.Request) -> web.Response:
     claimed = await fleet.reserve(placement, duration_s=wanted.duration_s, note=wanted.note,
                                   caller=caller)
     return json_reply(allocations.claim_to_wire(claimed))
+
+
+async def reserve_gpus(request: web.Request) -> web.Response:
+    """Hold exactly these GPUs of one host for the caller (all or none)."""
+    wanted = await body(request, allocations.ReserveGpusRequest)
+    fleet, caller = request.app[FLEET], request.app[IDENTITIES].caller(request)
+    claimed = await fleet.reserve_gpus(wanted.host, list(wanted.gpu_indices),
+                                       duration_s=wanted.duration_s, note=wanted.note,
+                                       caller=caller)
+    return json_reply(allocations.claim_to_wire(claimed))
+
+
+async def gpu_history(request: web.Request) -> web.Response:
+    """GPU samples or buckets between two times (`Fleet.gpu_history`)."""
+    wanted = query(request, history.GpuHistoryQuery)
+    points = await request.app[FLEET].gpu_history(
+        since=wanted.since, until=wanted.until, host=wanted.host, gpu=wanted.gpu,
+        bucket_s=wanted.bucket_s, limit=wanted.limit)
+    return json_reply(history.history_to_wire(points))
 
 
 async def drain_target(request: web.Request) -> web.Response:

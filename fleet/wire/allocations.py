@@ -67,6 +67,15 @@ class ReserveRequest(Struct, frozen=True, forbid_unknown_fields=True):
     note: str | None = None
 
 
+class ReserveGpusRequest(Struct, frozen=True, forbid_unknown_fields=True):
+    """Body of `POST /v1/reservations/gpus`: exactly these GPUs of one host (all or none)."""
+
+    host: str
+    gpu_indices: tuple[int, ...]
+    duration_s: float | None = None
+    note: str | None = None
+
+
 class ClaimWire(Struct, frozen=True):
     """fleet.placement.claim.Claim without its placement explanation."""
 

@@ -10,12 +10,13 @@ import pytest
 from db.allocation_details import AllocationDetail
 from db.event_queries import EventView
 from db.tasks import TaskGpu, TaskRow
-from db.types import HostRow
+from db.types import GpuHistoryPoint, HostRow
 from fleet import errors
+from fleet.dispatch.ending import Ending
 from fleet.health.drain import DrainOutcome
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport, ProcessInfo
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
-from fleet.wire import allocations, drain, events, hosts, snapshot, tasks
+from fleet.wire import allocations, dispatch, drain, events, history, hosts, snapshot, tasks
 from fleet.wire.codec import WireError, decode, encode
 from fleet.wire.errors import ErrorReply, error_from_wire, error_to_wire
 
@@ -64,6 +65,10 @@ def test_rows_round_trip() -> None:
                   "up", None, False, None, "h", "k", "550", "12.4", 8, 1 << 30, 2, 1, 2, 3)
     assert hosts.hosts_from_wire(decode(encode(hosts.hosts_to_wire([row])),
                                         hosts.HostList)) == [row]
+    point = GpuHistoryPoint("gpu1", 0, "GPU-1", 7, 1_700_000_000_000, 3, 50.0, 90.0, 1e9,
+                            2 << 30, 40.5, 41.0, None, None)
+    assert history.history_from_wire(decode(encode(history.history_to_wire([point])),
+                                            history.GpuHistoryList)) == [point]
 
 
 @pytest.mark.parametrize(("engine", "wire", "omitted"), [
@@ -74,6 +79,7 @@ def test_rows_round_trip() -> None:
     (HostSnapshot, snapshot.HostSnapshotWire, set()),
     (GpuSnapshot, snapshot.GpuSnapshotWire, set()),
     (HostSpec, snapshot.HostSpecWire, SERVER_ONLY), (HostSpec, hosts.ManagedHostWire, set()),
+    (GpuHistoryPoint, history.GpuHistoryPointWire, set()), (Ending, dispatch.EndedEvent, set()),
 ])
 def test_wire_structs_name_every_engine_field(engine: type, wire: type[msgspec.Struct],
                                               omitted: set[str]) -> None:

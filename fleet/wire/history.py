@@ -1,0 +1,61 @@
+"""GPU history on the wire (`/v1/history/gpu`): db.types.GpuHistoryPoint and its query."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from msgspec import Struct
+
+from fleet.wire.codec import from_wire, to_wire
+
+if TYPE_CHECKING:
+    from fleet.records import GpuHistoryPoint
+
+
+class GpuHistoryPointWire(Struct, frozen=True, array_like=True):
+    """db.types.GpuHistoryPoint: one sample or bucket (ts_ms epoch milliseconds); sent as an
+    array (thousands of points per reply)."""
+
+    host: str
+    gpu_idx: int
+    uuid: str | None
+    gpu_id: int
+    ts_ms: int
+    samples: int
+    util_avg: float | None
+    util_max: float | None
+    mem_used_avg: float | None
+    mem_used_max: int | None
+    temp_avg: float | None
+    temp_max: float | None
+    power_avg: float | None
+    power_max: float | None
+
+
+class GpuHistoryQuery(Struct, frozen=True, forbid_unknown_fields=True):
+    """Query of `GET /v1/history/gpu` (as `Fleet.gpu_history`)."""
+
+    since: float
+    until: float
+    host: str | None = None
+    gpu: str | None = None
+    bucket_s: int | None = None
+    limit: int | None = None
+
+
+class GpuHistoryList(Struct, frozen=True):
+    """`GET /v1/history/gpu`."""
+
+    points: tuple[GpuHistoryPointWire, ...]
+
+
+def history_to_wire(points: list[GpuHistoryPoint]) -> GpuHistoryList:
+    """History points as the reply."""
+    return GpuHistoryList(tuple(to_wire(point, GpuHistoryPointWire) for point in points))
+
+
+def history_from_wire(reply: GpuHistoryList) -> list[GpuHistoryPoint]:
+    """The reply as the points `Fleet.gpu_history` returns."""
+    from fleet.records import GpuHistoryPoint
+
+    return [from_wire(point, GpuHistoryPoint) for point in reply.points]
