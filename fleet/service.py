@@ -90,6 +90,7 @@ class Fleet:
         # tasks
         self.submit = self.dispatch_service.submit
         self.dispatch = self.dispatch_service.dispatch
+        self.resume_queued = self.dispatch_service.resume_queued
         self.follow = self.dispatch_service.follow
         self.cancel = self.dispatch_service.cancel
         self.task = self.dispatch_service.task

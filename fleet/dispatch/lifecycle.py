@@ -24,7 +24,7 @@ from fleet.dispatch.follow import (
 )
 from fleet.dispatch.records import now_s
 from fleet.dispatch.remote import TaskHost, task_dir_name
-from fleet.dispatch.request import DispatchRequest, StartedTask, TaskCancelled
+from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask, TaskCancelled
 from fleet.dispatch.wrapper import TASKS_BASE
 from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
 from fleet.model import HostSpec
@@ -45,6 +45,11 @@ async def unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event | Non
     stopper = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError as exc:  # the work goes with its caller, for the same reason
+        job.cancel(*exc.args)
+        with contextlib.suppress(asyncio.CancelledError):
+            await job
+        raise
     finally:
         stopper.cancel()
     if job.done():
@@ -93,11 +98,28 @@ async def claim_for(context: FleetContext, placement: PlacementService,
     except NoPlacement as exc:
         await _end(context, task_id, "failed", f"no placement: {exc}")
         raise
+    except asyncio.CancelledError as exc:
+        if not (request.wait and exc.args == (KEEP_QUEUED,) and await _still_queued(
+                context, task_id)):
+            await _end(context, task_id, "cancelled", f"not started: {exc}" if str(exc)
+                       else "cancelled")
+        raise
     except BaseException as exc:
-        state = "cancelled" if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) \
-            else "failed"
+        state = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
         await _end(context, task_id, state, f"not started: {exc}" if str(exc) else state)
         raise
+
+
+async def _still_queued(context: FleetContext, task_id: int) -> bool:
+    row = await asyncio.shield(asyncio.to_thread(records.load, context.database, task_id))
+    return row.state == "queued"
+
+
+async def resume(context: FleetContext, placement: PlacementService, request: DispatchRequest,
+                 task_id: int, owner: str) -> tuple[StartedTask, TaskHost]:
+    """Claim (waiting in the queue) and start a task recorded earlier and still queued."""
+    claim = await claim_for(context, placement, request, task_id, owner)
+    return await start_claimed(context, request, task_id, claim)
 
 
 async def _end(context: FleetContext, task_id: int, state: str, error: str) -> None:

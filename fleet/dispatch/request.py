@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from fleet.placement.request import PlacementRequest
 
 DEFAULT_QUEUE_TIMEOUT_S = 24 * 3600.0
+# Cancelling a queued dispatch with this message (fleet serve stopping) leaves the task queued
+# for the next server to resume, instead of ending it cancelled.
+KEEP_QUEUED = "fleet serve is stopping: the task stays queued"
 
 
 class TaskCancelled(DispatchError):

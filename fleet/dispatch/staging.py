@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from fleet.dispatch.spec import CONTROL_DIR, MAX_UPLOAD_FILES, plan_uploads
 from fleet.errors import ConfigError
 from fleet.wire.dispatch import MAX_UPLOAD_BYTES, SubmitRequest, UploadEntry
@@ -64,10 +66,11 @@ def _checked_path(path: str) -> PurePosixPath:
 def stage(wire: SubmitRequest, directory: Path) -> DispatchRequest:
     """Write the request's files under `directory` (empty, private) and return the request as
     the server dispatches it (owner unset: the caller decides). ConfigError for bad input."""
-    from fleet.dispatch.request import DispatchRequest
-    from fleet.dispatch.spec import parse_env
-    from fleet.placement.request import PlacementRequest
+    _write_files(wire, directory)
+    return staged_request(wire, directory)
 
+
+def _write_files(wire: SubmitRequest, directory: Path) -> None:
     if not wire.files or wire.files[0].data is None:
         raise ConfigError("a submission's first file must be its script")
     if len(wire.files) > MAX_UPLOAD_FILES + 1 + len(wire.extras):
@@ -89,6 +92,15 @@ def stage(wire: SubmitRequest, directory: Path) -> DispatchRequest:
     for name in wire.extras:
         if _checked_path(name).parent != PurePosixPath(".") or not (directory / name).exists():
             raise ConfigError(f"--with {name!r}: not among the uploaded files")
+
+
+def staged_request(wire: SubmitRequest, directory: Path) -> DispatchRequest:
+    """The request over files already staged under `directory` (`wire.files[0]` names the
+    script; the other entries need not carry data). ConfigError for bad input."""
+    from fleet.dispatch.request import DispatchRequest
+    from fleet.dispatch.spec import parse_env
+    from fleet.placement.request import PlacementRequest
+
     parse_env(tuple(f"{name}={value}" for name, value in wire.env))  # the same refusals
     request = DispatchRequest(
         script=directory / wire.files[0].path,
@@ -101,3 +113,9 @@ def stage(wire: SubmitRequest, directory: Path) -> DispatchRequest:
                       shown_extras=wire.shown_extras)
     request.validate()
     return request
+
+
+def without_data(wire: SubmitRequest) -> SubmitRequest:
+    """The request with only its script's name among the files (what a queue keeps on disk
+    next to the staged files)."""
+    return msgspec.structs.replace(wire, files=(UploadEntry(wire.files[0].path),))

@@ -66,13 +66,14 @@ async def submit_task(request: web.Request) -> web.StreamResponse:
     jobs = request.app[JOBS]
     staged = jobs.staging_dir()
     try:
-        dispatch_request: DispatchRequest = await asyncio.to_thread(stage, submitted, staged)
+        dispatch_request: DispatchRequest = await asyncio.to_thread(stage, submitted,
+                                                                    staged / "files")
     except BaseException:
         remove_tree(staged)
         raise
     job = DispatchJob()
-    jobs.start(run_dispatch(fleet, job, dispatch_request, submitted, caller, staged),
-               name=f"fleet-serve-dispatch-{caller.user}")
+    jobs.start(run_dispatch(fleet, job, dispatch_request, submitted, caller, jobs, staged),
+               f"fleet-serve-dispatch-{caller.user}", staged)
     response = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
     ended = False
     try:

@@ -14,15 +14,18 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.errors import FleetError, ServerUnavailable
+import msgspec
+
+from fleet.dispatch.request import KEEP_QUEUED
+from fleet.errors import ConfigError, FleetError, ServerUnavailable
 from fleet.server.stream import sse_frame
 from fleet.wire import dispatch as wire
 from fleet.wire import errors as wire_errors
-from fleet.wire.codec import encode
+from fleet.wire.codec import WireError, decode, encode
 
 if TYPE_CHECKING:
     from fleet.caller import Caller
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # Frames that may wait for one client; a client further behind is dropped (the job goes on).
 JOB_QUEUE_FRAMES = 256
+QUEUED_FILE = "queued.json"
 
 
 @dataclass(eq=False)
@@ -70,33 +74,80 @@ class DispatchJob:
             self.stop.set()
 
 
-class Jobs:
-    """The running jobs and the private directory their files are staged in."""
+class QueuedSubmission(msgspec.Struct, frozen=True):
+    """What a queued task needs to be resumed by the next server: kept next to its files."""
 
-    def __init__(self) -> None:
-        self.running: set[asyncio.Task[None]] = set()
-        self._root: Path | None = None
+    task_id: int
+    owner: str
+    request: wire.SubmitRequest  # its files already staged (fleet.dispatch.staging.without_data)
+
+
+class Jobs:
+    """The running jobs and the private directory their files are staged in.
+
+    `root` holds one directory per submission: `files/` (the staged files) and, while the task
+    waits in the queue, `queued.json`, so that a restarted server resumes it (`resume`).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.running: dict[asyncio.Task[None], Path] = {}
+        self.root = root
 
     def staging_dir(self) -> Path:
-        """A new empty directory (0700) for one submission's files."""
-        if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="fleet-serve-staging-"))
-        return Path(tempfile.mkdtemp(dir=self._root))
+        """A new directory (0700) for one submission, with an empty `files/` inside."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = Path(tempfile.mkdtemp(dir=self.root))
+        (directory / "files").mkdir(mode=0o700)
+        return directory
 
-    def start(self, work: Coroutine[Any, Any, None], name: str) -> None:
-        """Run `work` on its own, kept until it ends."""
+    def remember(self, directory: Path, submitted: wire.SubmitRequest, task_id: int,
+                 owner: str) -> None:
+        """Keep a queued task's request on disk beside its files."""
+        from fleet.dispatch.staging import without_data
+
+        record = QueuedSubmission(task_id, owner, without_data(submitted))
+        (directory / QUEUED_FILE).write_bytes(encode(record))
+
+    def start(self, work: Coroutine[Any, Any, None], name: str, directory: Path) -> None:
+        """Run `work` on its own, kept until it ends; `directory` holds its files."""
         job = asyncio.create_task(work, name=name)
-        self.running.add(job)
-        job.add_done_callback(self.running.discard)
+        self.running[job] = directory
+        job.add_done_callback(self._ended)
+
+    def _ended(self, job: asyncio.Task[None]) -> None:
+        self.running.pop(job, None)
+
+    async def resume(self, fleet: Fleet) -> list[int]:
+        """Resume the queued tasks a stopped server left (the ids); drop other leftovers."""
+        from fleet.dispatch.staging import staged_request
+
+        resumed: list[int] = []
+        if not self.root.is_dir():
+            return resumed
+        for directory in sorted(self.root.iterdir()):
+            try:
+                record = decode((directory / QUEUED_FILE).read_bytes(), QueuedSubmission)
+                row = await fleet.task(record.task_id)
+                if row.state != "queued":
+                    raise ConfigError(f"task {record.task_id} is {row.state}")
+                request = staged_request(record.request, directory / "files")
+            except (OSError, WireError, ConfigError) as exc:
+                log.info("not resuming %s: %s", directory.name, exc)
+                remove_tree(directory)
+                continue
+            request = replace(request, owner=record.owner)
+            self.start(resume_queued(fleet, request, record.task_id, directory),
+                       f"fleet-serve-resume-{record.task_id}", directory)
+            resumed.append(record.task_id)
+        return resumed
 
     async def close(self) -> None:
-        """Stop following (server stopping): started tasks run on; reconcile records them."""
+        """Stop (server stopping): started tasks run on and reconcile records them; queued ones
+        stay queued, their files kept for the next server."""
         for job in list(self.running):
-            job.cancel()
+            job.cancel(KEEP_QUEUED)
         if self.running:
             await asyncio.wait(list(self.running), timeout=10.0)
-        if self._root is not None:
-            remove_tree(self._root)
 
 
 def remove_tree(path: Path) -> None:
@@ -119,13 +170,16 @@ def started_event(started: StartedTask) -> wire.StartedEvent:
 
 
 async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
-                       submitted: wire.SubmitRequest, caller: Caller, staged: Path) -> None:
+                       submitted: wire.SubmitRequest, caller: Caller, jobs: Jobs,
+                       staged: Path) -> None:
     """Submit the task for `caller`, stream its events to `job`, and (when following) record
     its end whether or not the client is still there."""
     from fleet.dispatch.lifecycle import unless_stopped
 
     def recorded(task_id: int) -> None:
         job.task_id = task_id
+        if submitted.wait:
+            jobs.remember(staged, submitted, task_id, caller.user)
         job.emit("submitted", wire.SubmittedEvent(task_id))
 
     def on_started(started: StartedTask) -> None:
@@ -136,6 +190,7 @@ async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
     def on_wait(message: str) -> None:
         job.emit("waiting", wire.WaitingEvent(message))
 
+    kept = False
     try:
         if submitted.follow:
             _started, ending = await fleet.dispatch(
@@ -152,8 +207,10 @@ async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
                 job.stop))
     except FleetError as exc:
         job.emit("error", wire_errors.error_to_wire(exc)[1])
-    except asyncio.CancelledError:
-        state = "runs on" if job.started else "was cancelled before it started"
+    except asyncio.CancelledError as exc:
+        kept = await _kept_queued(fleet, job.task_id, exc)
+        state = ("runs on" if job.started else "stays queued: the next fleet serve resumes it"
+                 if kept else "was cancelled before it started")
         job.emit("error", wire_errors.error_to_wire(ServerUnavailable(
             f"fleet serve stopped; task {job.task_id} {state}"))[1])
         raise
@@ -162,5 +219,33 @@ async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
         job.emit("error", wire_errors.request_error(500, wire_errors.INTERNAL,
                                                     "internal error (see the server's log)"))
     finally:
-        remove_tree(staged)
+        if not kept:
+            remove_tree(staged)
         job.finish()
+
+
+async def _kept_queued(fleet: Fleet, task_id: int | None, exc: asyncio.CancelledError) -> bool:
+    """Whether a cancelled job left its task queued for the next server."""
+    if task_id is None or exc.args != (KEEP_QUEUED,):
+        return False
+    with contextlib.suppress(FleetError):
+        return (await asyncio.shield(fleet.task(task_id))).state == "queued"
+    return False
+
+
+async def resume_queued(fleet: Fleet, request: DispatchRequest, task_id: int,
+                        staged: Path) -> None:
+    """Claim, start and follow a task a stopped server left queued (nobody streams it)."""
+    kept = False
+    try:
+        ending = await fleet.resume_queued(request, task_id,
+                                           on_started=lambda _started: remove_tree(staged))
+        log.info("resumed task %d ended %s", task_id, ending.state)
+    except FleetError as exc:
+        log.warning("resumed task %d: %s", task_id, exc)
+    except asyncio.CancelledError as exc:
+        kept = await _kept_queued(fleet, task_id, exc)
+        raise
+    finally:
+        if not kept:
+            remove_tree(staged)

@@ -163,7 +163,8 @@ async def cancel_task(request: web.Request) -> web.Response:
 async def reconcile_tasks(request: web.Request) -> web.Response:
     """Check running tasks against their hosts now (the server also does it every 30 s)."""
     report = await request.app[FLEET].reconcile_tasks()
-    return json_reply(tasks.ReconcileResult(report.ended, report.still_running,
+    return json_reply(tasks.ReconcileResult(tuple(sorted(report.ended.items())),
+                                            report.still_running,
                                             report.unreachable))
 
 

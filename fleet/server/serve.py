@@ -29,7 +29,7 @@ from fleet.server.locks import (
 )
 from fleet.server.paths import default_socket_path, prepare_socket_dir
 from fleet.server.routes import add_v1_routes
-from fleet.server.settings import ServeSettings
+from fleet.server.settings import ServeSettings, state_dir
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import snapshot_frame
 
@@ -117,10 +117,13 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
             remove_stale_socket(socket_path)
             broadcaster = Broadcaster(serve_settings.watch_queue)
             identities = Identities(serve_settings.admins, os.getuid())
+            jobs = Jobs(state_dir(serve_settings) / "staged")
+            resumed = await jobs.resume(service)  # before the reconciler could call them stale
+            if resumed:
+                log.info("resumed queued tasks %s", ", ".join(map(str, resumed)))
             monitor = await service.start_monitor(options.pattern, settings=settings)
             pump = asyncio.create_task(_pump(monitor, broadcaster), name="fleet-serve-pump")
             pump.add_done_callback(_log_pump_end)
-            jobs = Jobs()
             app = create_app(StatusSource(service.snapshot, lambda: _serve_metrics(broadcaster)),
                              lambda app: add_v1_routes(app, service, identities, broadcaster,
                                                        jobs))

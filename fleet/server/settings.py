@@ -1,8 +1,10 @@
-"""The `serve:` settings section (socket, admin groups, stream queue), validated with the rest."""
+"""The `serve:` settings section (socket, admins, stream queue, state), validated with the rest."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from fleet.monitor.settings import setting
 
@@ -20,3 +22,15 @@ class ServeSettings:
     watch_queue: int = setting(
         16, "snapshots queued per /v1/watch client before a slow one is dropped",
         minimum=1, maximum=4096)
+    state_dir: str | None = setting(
+        None, "where the server keeps staged task files, and queued tasks for the next server "
+        "to resume [default $XDG_STATE_HOME/fleet/serve, else ~/.local/state/fleet/serve]")
+
+
+def state_dir(settings: ServeSettings) -> Path:
+    """The server's state directory (not created here)."""
+    if settings.state_dir:
+        return Path(settings.state_dir).expanduser()
+    base = os.environ.get("XDG_STATE_HOME", "")
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "fleet" / "serve"

@@ -113,6 +113,26 @@ class DispatchService:
         assert ending is not None  # attend only detaches when asked to
         return started, ending
 
+    async def resume_queued(self, request: DispatchRequest, task_id: int, *,
+                            on_started: Callable[[StartedTask], None] | None = None,
+                            lost_after_s: float | None = None) -> Ending:
+        """Wait in the queue for, start and follow to its end a task recorded earlier and
+        still queued (a stopped `fleet serve` left it: request.owner is its owner)."""
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
+        from fleet.dispatch.lifecycle import attend, resume
+        from fleet.placement.reservations import current_owner
+
+        owner = request.owner or current_owner()
+        with self._errors("resume the task"):
+            started, host = await resume(self.context, self.placement, request, task_id, owner)
+            if on_started is not None:
+                on_started(started)
+            ending = await attend(self.context, started, host, on_output=lambda _data: None,
+                                  grace_s=request.grace_s,
+                                  lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+        assert ending is not None  # attend only detaches when asked to
+        return ending
+
     async def follow(self, task_id: int, *, on_output: OutputCallback,
                      stop: asyncio.Event | None = None, follow: bool = True,
                      lost_after_s: float | None = None,

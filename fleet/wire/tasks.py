@@ -96,8 +96,12 @@ def tasks_from_wire(reply: TaskList) -> list[TaskRow]:
 
 
 class ReconcileResult(Struct, frozen=True):
-    """fleet.dispatch.reconcile.ReconcileReport: task id → new state, hosts not reached."""
+    """fleet.dispatch.reconcile.ReconcileReport: (task id, new state) pairs, hosts not reached.
 
-    ended: dict[int, str] = field(default_factory=dict)
+    `ended` is pairs, not a map: JSON keys are strings, and the deterministic encoder sorts
+    only string keys.
+    """
+
+    ended: tuple[tuple[int, str], ...] = ()
     still_running: list[int] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -90,7 +89,8 @@ async def test_dispatch_runs_through_the_server_as_the_caller(
         assert task["owner"] == (await remote.whoami()).user
     assert json.loads((await lab.run("--json", "allocations")).stdout) == {"allocations": []}
     # The server's staged copy is gone once the host has the files.
-    assert not list(Path(tempfile.gettempdir()).glob("fleet-serve-staging-*/*/echo.py"))
+    staged = lab.cli.home / ".local" / "state" / "fleet" / "serve" / "staged"
+    assert staged.is_dir() and not list(staged.iterdir())
 
 
 async def test_detach_then_logs_follow_through_the_server(serve_lab: ServeLabFactory) -> None:
@@ -265,3 +265,42 @@ async def test_a_dispatch_through_the_server_loads_no_database_or_ssh_library(
     assert "aiohttp" in modules  # it did go through the server
     heavy = {"sqlalchemy", "asyncssh", "textual"}
     assert not modules & heavy, modules & heavy
+
+
+@pytest.mark.slow
+async def test_queued_tasks_survive_a_server_restart_in_their_order(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    server = await lab.serve()
+    held = await lab.run("--json", "reserve", "--gpus", "1")
+    assert held.returncode == 0, held.stderr
+    (allocation,) = held.json()["allocation_ids"]
+    script = _script(lab, "sleep.py", SLEEPER)
+    waiting = []
+    for seconds in ("1.2", "0.2"):
+        waiting.append(await _spawn(lab, "dispatch", "--wait", str(script), seconds, "0"))
+        deadline = time.monotonic() + 20
+        while len([t for t in await _tasks(lab) if t["state"] == "queued"]) < len(waiting):
+            assert time.monotonic() < deadline, "the task never queued"
+            await asyncio.sleep(0.1)
+    await server.stop()
+    for process in waiting:
+        assert process.stderr is not None
+        await asyncio.wait_for(process.wait(), 30)
+        stderr = (await process.stderr.read()).decode()
+        assert process.returncode == 9, stderr
+        assert "stays queued: the next fleet serve resumes it" in stderr
+    first, second = await _tasks(lab)  # local mode now: no server
+    assert (first["state"], second["state"]) == ("queued", "queued")
+
+    await lab.serve()
+    released = await lab.run("release", str(allocation))
+    assert released.returncode == 0, released.stderr
+    first = await _wait_state(lab, first["id"], {"succeeded", "failed", "cancelled"}, 30)
+    second = await _wait_state(lab, second["id"], {"succeeded", "failed", "cancelled"}, 30)
+    assert (first["state"], second["state"]) == ("succeeded", "succeeded"), (first, second)
+    assert first["ended_at"] <= second["started_at"]  # one GPU, queue order kept
+    done = await lab.run("logs", str(first["id"]))
+    assert done.stdout.splitlines()[-1] == "done"
+    staged = lab.cli.home / ".local" / "state" / "fleet" / "serve" / "staged"
+    assert not list(staged.iterdir())

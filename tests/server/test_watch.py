@@ -61,7 +61,7 @@ async def served(tmp_path: Path, short_dir: Path) -> AsyncIterator[Served]:
     identities = Identities((), os.getuid())
     app = create_app(StatusSource(service.snapshot),
                      lambda app: add_v1_routes(app, service, identities, broadcaster,
-                                                       Jobs()))
+                                               Jobs(tmp_path / "staged")))
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2)
     await runner.setup()
     path = short_dir / "w.sock"

@@ -119,3 +119,11 @@ def test_an_unlisted_subclass_keeps_its_exit_code() -> None:
 
     _status, reply = error_to_wire(Odd("odd"))
     assert error_from_wire(reply.error).exit_code == 42
+
+
+def test_a_reconcile_report_with_ended_tasks_encodes() -> None:
+    """Task ids are ints: as map keys the deterministic encoder would refuse them (a 500 on
+    every `fleet tasks` through the server after a task ended unseen)."""
+    reply = tasks.ReconcileResult(((7, "succeeded"), (9, "lost")), [3], {"gpu2": "timed out"})
+    back = decode(encode(reply), tasks.ReconcileResult)
+    assert dict(back.ended) == {7: "succeeded", 9: "lost"} and back.still_running == [3]
