@@ -53,9 +53,10 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 )
 @click.option("--json", "as_json", is_flag=True,
               help="Print data as JSON on stdout (also accepted after the command).")
-@click.option("--server", "server", metavar="PATH",
-              help="Use the `fleet serve` on this socket ('local': none) [env FLEET_SERVER; "
-              "settings serve.socket; default: a server on the default socket, else local].")
+@click.option("--server", "server", metavar="PATH|ssh://[USER@]HOST[:PORT][/SOCKET]",
+              help="Use the `fleet serve` on this socket, or on a head node over SSH ('local': "
+              "none) [env FLEET_SERVER; settings serve.socket; default: a server on the default "
+              "socket, else local].")
 @click.version_option(__version__, "--version", "-V", prog_name="fleet")
 @click.pass_context
 def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_json: bool,
