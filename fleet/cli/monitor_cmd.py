@@ -81,7 +81,8 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
                         )
 
                         host, port = parse_listen_address(http_address)
-                        site = await start_status_site(host, port, snapshot=monitor.snapshot)
+                        site = await start_status_site(host, port, snapshot=monitor.snapshot,
+                                                       extra_metrics=monitor.writer_metrics)
                         click.echo(f"fleet: serving /status and /metrics on "
                                    f"http://{site.host}:{site.port}", err=True)
                     click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
@@ -92,8 +93,10 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
                         await site.close()
                     await service.stop_monitor()
             written = monitor.writer.stats
+            lost = (f"; {written.dropped_reports} readings dropped while the database was "
+                    "unavailable" if written.dropped_reports else "")
             click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
-                       f"{written.host_samples} host samples written", err=True)
+                       f"{written.host_samples} host samples written{lost}", err=True)
 
     run_async(run)
     return 0

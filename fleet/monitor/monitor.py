@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from fleet.errors import StorageError
 from fleet.health.hooks import HookRunner
+from fleet.health.metrics import MetricFamily
 from fleet.health.rules import HealthTracker
 from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.local import LocalStream
@@ -47,15 +48,23 @@ class MonitorSummary:
     gpus_failed: int
     samples_written: int
     buffered: int
+    failed_flushes: int = 0  # since start: writes the database refused (kept for a retry)
+    readings_dropped: int = 0  # since start: readings let go when the retry buffer was full
 
     def line(self) -> str:
-        """`hosts 7 up 1 down | GPUs 56 (2 hot, 1 failed) | 448 samples written`."""
+        """`hosts 7 up 1 down | GPUs 56 (2 hot, 1 failed) | 448 samples written`, and what the
+        database did not take while it was unavailable."""
         stamp = time.strftime("%H:%M:%S", time.localtime(self.at))
-        return (
+        line = (
             f"{stamp} hosts {self.hosts_up} up {self.hosts_down} down | GPUs {self.gpus} "
             f"({self.gpus_hot} hot, {self.gpus_failed} failed) | "
             f"{self.samples_written} samples written"
         )
+        if self.failed_flushes:
+            line += f" | {self.failed_flushes} writes failed, {self.buffered} rows buffered"
+        if self.readings_dropped:
+            line += f" | {self.readings_dropped} readings dropped (buffer full)"
+        return line
 
 
 SummaryCallback = Callable[[MonitorSummary], None]
@@ -302,6 +311,22 @@ class Monitor:
             self._sync_host_states()
             self._apply_drains()
 
+    def writer_metrics(self) -> list[MetricFamily]:
+        """What the writer recorded and what the database refused or was let go, as counters."""
+        stats = self.writer.stats
+        return [
+            MetricFamily("fleet_monitor_gpu_samples_written", "GPU samples written.", "counter",
+                         [({}, float(stats.gpu_samples))]),
+            MetricFamily("fleet_monitor_failed_writes", "Writes the database refused (their "
+                         "rows kept for a retry).", "counter",
+                         [({}, float(stats.failed_flushes))]),
+            MetricFamily("fleet_monitor_readings_dropped", "Readings let go because the retry "
+                         "buffer was full while the database was unavailable.", "counter",
+                         [({}, float(stats.dropped_reports))]),
+            MetricFamily("fleet_monitor_buffered_rows", "Sample rows waiting to be written.",
+                         samples=[({}, float(self.writer.buffered_rows))]),
+        ]
+
     def set_allocations(self, allocations: dict[tuple[str, int], AllocationInfo]) -> None:
         """Who holds each GPU, keyed by (host, index); shown in the snapshots from now on."""
         self._allocations = dict(allocations)
@@ -384,4 +409,6 @@ class Monitor:
             gpus_failed=sum(1 for gpu in gpus if gpu.state in ("failed", "degraded", "lost")),
             samples_written=self._written_since_summary,
             buffered=self.writer.buffered_rows,
+            failed_flushes=self.writer.stats.failed_flushes,
+            readings_dropped=self.writer.stats.dropped_reports,
         )

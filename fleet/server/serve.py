@@ -89,8 +89,8 @@ def _log_pump_end(pump: asyncio.Task[None]) -> None:
                   exc_info=pump.exception())
 
 
-def _serve_metrics(broadcaster: Broadcaster) -> list[MetricFamily]:
-    return [
+def _serve_metrics(broadcaster: Broadcaster, monitor: Monitor) -> list[MetricFamily]:
+    return [*monitor.writer_metrics(),
         MetricFamily("fleet_serve_watchers", "Clients streaming /v1/watch.",
                      samples=[({}, float(len(broadcaster.subscribers)))]),
         MetricFamily("fleet_serve_watchers_dropped", "Watch clients dropped for falling behind.",
@@ -124,7 +124,8 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
             monitor = await service.start_monitor(options.pattern, settings=settings)
             pump = asyncio.create_task(_pump(monitor, broadcaster), name="fleet-serve-pump")
             pump.add_done_callback(_log_pump_end)
-            app = create_app(StatusSource(service.snapshot, lambda: _serve_metrics(broadcaster)),
+            source = StatusSource(service.snapshot, lambda: _serve_metrics(broadcaster, monitor))
+            app = create_app(source,
                              lambda app: add_v1_routes(app, service, identities, broadcaster,
                                                        jobs))
             runner = web.AppRunner(app, handle_signals=False, access_log=None,

@@ -161,6 +161,8 @@ async def test_fleet_monitor_http_serves_status_and_metrics(serve_lab: ServeLabF
         metrics = {family.name: family for family in
                    text_string_to_metric_families((await _get(port, "/metrics"))[2])}
         assert [s.value for s in metrics["fleet_host_up"].samples] == [1.0]
+        assert [s.value for s in metrics["fleet_monitor_readings_dropped"].samples] == [0.0]
+        assert metrics["fleet_monitor_failed_writes"].type == "counter"
     finally:
         process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 20)
