@@ -25,7 +25,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_CONFLICT, "allocation conflict"),
     (EXIT_NO_PLACEMENT, "no GPU fits the request (with --wait: the queue timeout passed)"),
     (EXIT_NOT_PERMITTED, "not permitted: someone else's task/reservation, or admin-only (serve)"),
-    (EXIT_SERVER, "the selected fleet server (--server, FLEET_SERVER) cannot be reached"),
+    (EXIT_SERVER, "the selected fleet server cannot be reached, or went away mid-command"),
     (EXIT_TIMED_OUT, "dispatch: the task hit --timeout"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); dispatch: the task was cancelled"),
 )
