@@ -95,3 +95,12 @@ async def test_sixteen_waiting_dispatches_from_two_users_never_overlap(
     assert {task["id"]: task["owner"] for task in tasks} == \
         {stamp["task"]: name for name, stamp in stamps}
     assert all(task["state"] == "succeeded" for task in tasks)
+
+    anns = next(task["id"] for task in tasks if task["owner"] == ann_user.name)
+    peek = await bob.fleet("logs", str(anns))
+    assert peek.returncode == 8 and "not permitted" in peek.stderr, peek.stderr
+    own = await ann.fleet("logs", str(anns))
+    assert own.returncode == 0 and json.loads(own.stdout)["task"] == anns, own.stderr
+    policy = await bob.fleet("dispatch", "--policy", "os:getcwd", str(_script_for(bob_user)),
+                             "0")
+    assert policy.returncode == 8, policy.stderr  # a module policy runs code in the server
