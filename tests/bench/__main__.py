@@ -4,7 +4,7 @@
     python -m tests.bench --quick    # development: 8/16 hosts, 2 runs
     python -m tests.bench --only storage --only startup --out /tmp/b
 
-Namespace parts (fan-out, monitoring, dispatch, discovery) need root; without it they are
+Namespace parts (fan-out, monitoring, dispatch, serve, discovery) need root; without it they are
 skipped and the table says so. A missing peer tool (parallel-ssh, ansible) is skipped, never a
 failure. Timings are medians of repeated runs; nothing here passes or fails on absolute time.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from tests.bench.common import ROOT, Results, load_average, log, machine
 from tests.bench.report import write_reports
 
-SECTIONS = ("startup", "storage", "fanout", "dispatch", "monitor", "discovery", "tui")
+SECTIONS = ("startup", "storage", "fanout", "dispatch", "serve", "monitor", "discovery", "tui")
 
 
 def _host_counts(text: str) -> list[int]:
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             from tests.bench.suite_tui import tui
 
             _guarded(results, "tui", lambda: tui(results, quick))
-        netns_sections = [s for s in ("fanout", "dispatch", "monitor", "discovery")
+        netns_sections = [s for s in ("fanout", "dispatch", "serve", "monitor", "discovery")
                           if s in sections]
         if netns_sections and not is_root:
             for section in netns_sections:
@@ -141,6 +141,16 @@ def _netns_sections(results: Results, sections: list[str], counts: list[int],
 
             host_set = HostSet(lab, 1, workdir / "dispatch").write()
             _guarded(results, "dispatch", lambda: dispatch(results, host_set, runs * 2))
+        if "serve" in sections:
+            from tests.bench.bench_serve import serve_dispatch, serve_status
+
+            host_set = HostSet(lab, 1, workdir / "serve1").write()
+            _guarded(results, "serve dispatch",
+                     lambda: serve_dispatch(results, host_set, runs * 2))
+            for count in counts:
+                status_set = HostSet(lab, count, workdir / f"serve{count}h").write()
+                _guarded(results, f"serve status {count}",
+                         partial(serve_status, results, status_set, runs * 2))
         if "monitor" in sections:
             from tests.bench.bench_monitor import marginal_cost, monitoring
 
