@@ -35,7 +35,8 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, lost_afte
     """List dispatched tasks (like sacct): host, GPUs, state, exit code, times.
 
     Running tasks are first checked against their hosts, so tasks that ended while no fleet
-    process was watching show their real exit code.
+    process was watching show their real exit code (through `fleet serve`, the server does
+    that on its own: it follows the tasks it starts and checks the others every 30 s).
 
     \b
     Examples:
@@ -51,7 +52,8 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, lost_afte
 
     async def run() -> list[TaskRow]:
         async with open_service(options) as service:
-            await service.reconcile_tasks(lost_after_s=lost_after_s)
+            if not service.remote:  # a server follows its tasks and reconciles every 30 s
+                await service.reconcile_tasks(lost_after_s=lost_after_s)
             if states or show_all:
                 return await service.tasks(states=states or None)
             recent = await service.tasks(limit=DEFAULT_RECENT)

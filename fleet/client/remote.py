@@ -16,8 +16,7 @@ from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
 
 if TYPE_CHECKING:
-    from fleet.dispatch.ending import Ending
-    from fleet.dispatch.reconcile import ReconcileReport
+    from fleet.dispatch.ending import Ending, ReconcileReport
     from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.fanout import HostStatus, ProgressCallback
     from fleet.health.drain import DrainOutcome
@@ -126,7 +125,7 @@ class RemoteFleet:
     async def reconcile_tasks(self, *, lost_after_s: float | None = None,
                               check_timeout_s: float | None = None) -> ReconcileReport:
         """Ask the server to check running tasks now (with its own limits)."""
-        from fleet.dispatch.reconcile import ReconcileReport
+        from fleet.dispatch.ending import ReconcileReport
 
         reply = await self.transport.post("tasks/reconcile", {}, tasks.ReconcileResult)
         return ReconcileReport(dict(reply.ended), list(reply.still_running),

@@ -1,8 +1,9 @@
-"""How a task ended (its recorded state, exit code and error), from what its host reports."""
+"""How a task ended (state, exit code, error), from what its host reports; what a reconcile
+pass found ended."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from db.types import TaskState
@@ -46,3 +47,12 @@ def ending_from_status(status: RemoteStatus, *, now: int, timeout_s: float | Non
     if code == 0:
         return Ending("succeeded", 0, None, now, duration)
     return Ending("failed", code, f"exit code {code}", now, duration)
+
+
+@dataclass
+class ReconcileReport:
+    """What one reconcile pass did: task id → new state, and hosts it could not reach."""
+
+    ended: dict[int, str] = field(default_factory=dict)
+    still_running: list[int] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
-from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S, Ending, ending_from_status
+from fleet.dispatch.ending import (
+    DEFAULT_LOST_AFTER_S,
+    Ending,
+    ReconcileReport,
+    ending_from_status,
+)
 from fleet.dispatch.queue import WAITER_STALE_S
 from fleet.dispatch.records import now_s
 from fleet.errors import DispatchError, HostError
@@ -31,15 +36,6 @@ if TYPE_CHECKING:
 START_STALE_S = 120.0
 DEFAULT_CHECK_TIMEOUT_S = 5.0
 RECONCILE_FANOUT = 32
-
-
-@dataclass
-class ReconcileReport:
-    """What one reconcile pass did: task id → new state, and hosts it could not reach."""
-
-    ended: dict[int, str] = field(default_factory=dict)
-    still_running: list[int] = field(default_factory=list)
-    unreachable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,11 @@ class DispatchJob:
             with contextlib.suppress(asyncio.QueueFull):
                 self.frames.put_nowait(None)
 
+    def end_stream(self) -> None:
+        """The client has all it asked for; what the job does next is the server's own."""
+        self.finish()
+        self.client_gone = True
+
     def leave(self) -> None:
         """The client is gone: before the task started, that cancels it."""
         self.client_gone = True
@@ -200,11 +205,14 @@ async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
             job.emit("ended", wire.EndedEvent(ending.state, ending.exit_code, ending.error,
                                               ending.ended_at, ending.duration_s,
                                               ending.timed_out))
-        else:
-            on_started(await unless_stopped(
+        else:  # --detach: the client's stream ends once the task runs; the server follows
+            started = await unless_stopped(
                 fleet.submit(request, on_wait=on_wait, on_recorded=recorded,
                              explain=submitted.explain, caller=caller),
-                job.stop))
+                job.stop)
+            on_started(started)
+            job.end_stream()
+            await _follow_unattended(fleet, started.task_id, submitted.lost_after_s)
     except FleetError as exc:
         job.emit("error", wire_errors.error_to_wire(exc)[1])
     except asyncio.CancelledError as exc:
@@ -222,6 +230,17 @@ async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
         if not kept:
             remove_tree(staged)
         job.finish()
+
+
+async def _follow_unattended(fleet: Fleet, task_id: int, lost_after_s: float | None) -> None:
+    """Follow a detached task to its end so that its end is recorded when it happens (nobody
+    reads the output here); a failure is logged, and the reconciler takes over."""
+    try:
+        row = await fleet.follow(task_id, on_output=lambda _data: None, follow=True,
+                                 lost_after_s=lost_after_s)
+        log.info("detached task %d ended %s", task_id, row.state)
+    except FleetError as exc:
+        log.warning("detached task %d: %s (the reconciler will record its end)", task_id, exc)
 
 
 async def _kept_queued(fleet: Fleet, task_id: int | None, exc: asyncio.CancelledError) -> bool:

@@ -25,9 +25,8 @@ if TYPE_CHECKING:
     from db.tasks import TaskRow
     from fleet.caller import Caller
     from fleet.context import FleetContext
-    from fleet.dispatch.ending import Ending
+    from fleet.dispatch.ending import Ending, ReconcileReport
     from fleet.dispatch.fanout_run import HostRunResult, RunCommand, RunProgress
-    from fleet.dispatch.reconcile import ReconcileReport
     from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.services.placement import PlacementService
 

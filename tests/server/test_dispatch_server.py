@@ -106,6 +106,12 @@ async def test_detach_then_logs_follow_through_the_server(serve_lab: ServeLabFac
     again = await lab.run("logs", str(task_id))
     assert again.returncode == 0 and again.stdout == followed.stdout
     assert (await _wait_state(lab, task_id, {"failed"}))["exit_code"] == 4
+    # Nobody follows this one: the server does, so `fleet tasks` shows its end promptly
+    # (through the server it no longer checks the hosts itself; the reconciler takes 30 s).
+    unwatched = await lab.run("--json", "dispatch", "--detach", str(script), "0.5", "3")
+    assert unwatched.returncode == 0, unwatched.stderr
+    row = await _wait_state(lab, unwatched.json()["task_id"], {"failed"}, deadline_s=10.0)
+    assert (row["state"], row["exit_code"]) == ("failed", 3)
 
 
 async def test_dry_run_and_no_placement_through_the_server(serve_lab: ServeLabFactory) -> None:
