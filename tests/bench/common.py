@@ -153,6 +153,7 @@ def fleet_env(home: Path, db_path: Path, extra: dict[str, str] | None = None) ->
         "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "FLEET_DB": str(db_path),
+        "FLEET_SERVER": "local",  # a `fleet serve` on the default socket must not answer
         "PYTHONPATH": str(ROOT),
     })
     env.update(extra or {})
