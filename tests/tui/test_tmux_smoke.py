@@ -126,8 +126,9 @@ def test_fleet_demo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
     assert "boreas" in screen and "history: last 15 min" in screen and "util %" in screen
 
     tmux.keys("Escape", "t")
-    screen = tmux.wait_for("Tasks —")
-    assert "Elapsed" in screen
+    # the screen's title can be drawn a frame before its table: wait for the table's header
+    screen = tmux.wait_for("Elapsed")
+    assert "Tasks —" in screen
 
     tmux.keys("d")
     tmux.wait_for("Dispatch a task")
