@@ -13,7 +13,7 @@ from fleet.cli.runner import run_async
 from fleet.cli.signals import stop_on_signals
 
 if TYPE_CHECKING:
-    from fleet.monitor.monitor import MonitorSummary
+    from fleet.monitor.summary import MonitorSummary
 
 LOG_MAX_BYTES = 10 * 1024 * 1024
 LOG_BACKUPS = 5

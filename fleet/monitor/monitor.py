@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fleet.errors import StorageError
@@ -18,6 +18,7 @@ from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.local import LocalStream
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
+from fleet.monitor.summary import MonitorSummary, SummaryCallback
 from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from fleet.ssh.pool import ConnectionPool
@@ -36,38 +37,6 @@ PUBLISH_COALESCE_S = 0.05
 HOUSEKEEPING_INTERVAL_S = 5.0
 
 
-@dataclass(frozen=True)
-class MonitorSummary:
-    """One interval's one-line summary."""
-
-    at: float
-    hosts_up: int
-    hosts_down: int
-    gpus: int
-    gpus_hot: int
-    gpus_failed: int
-    samples_written: int
-    buffered: int
-    failed_flushes: int = 0  # since start: writes the database refused (kept for a retry)
-    readings_dropped: int = 0  # since start: readings let go when the retry buffer was full
-
-    def line(self) -> str:
-        """`hosts 7 up 1 down | GPUs 56 (2 hot, 1 failed) | 448 samples written`, and what the
-        database did not take while it was unavailable."""
-        stamp = time.strftime("%H:%M:%S", time.localtime(self.at))
-        line = (
-            f"{stamp} hosts {self.hosts_up} up {self.hosts_down} down | GPUs {self.gpus} "
-            f"({self.gpus_hot} hot, {self.gpus_failed} failed) | "
-            f"{self.samples_written} samples written"
-        )
-        if self.failed_flushes:
-            line += f" | {self.failed_flushes} writes failed, {self.buffered} rows buffered"
-        if self.readings_dropped:
-            line += f" | {self.readings_dropped} readings dropped (buffer full)"
-        return line
-
-
-SummaryCallback = Callable[[MonitorSummary], None]
 # Periodic bookkeeping the service layer plugs in; it receives the monitor to update.
 Housekeeping = Callable[["Monitor"], Awaitable[None]]
 

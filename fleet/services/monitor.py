@@ -17,7 +17,8 @@ from fleet.errors import ConfigError
 if TYPE_CHECKING:
     from fleet.context import FleetContext
     from fleet.monitor.config import Settings
-    from fleet.monitor.monitor import Monitor, SummaryCallback
+    from fleet.monitor.monitor import Monitor
+    from fleet.monitor.summary import SummaryCallback
     from fleet.services.placement import PlacementService
     from fleet.snapshot import FleetSnapshot
 

@@ -12,7 +12,8 @@ from fleet.fanout import HostStatus, probe_host
 from fleet.health.rules import HealthSettings, HealthTracker
 from fleet.model import HostReport, HostSpec, ProbeReport
 from fleet.monitor.config import Settings
-from fleet.monitor.monitor import Monitor, MonitorSummary
+from fleet.monitor.monitor import Monitor
+from fleet.monitor.summary import MonitorSummary
 from fleet.monitor.writer import HostOutcomeIn, SampleWriter
 from fleet.recorder import record_statuses
 from fleet.ssh.options import SshOptions

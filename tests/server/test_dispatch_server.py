@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.dispatch.conftest import wait_group_gone
+from tests.dispatch.test_dispatch_cli import SLEEPER
 from tests.server.conftest import ServeLab, ServeLabFactory
 
 ECHO = """\
@@ -23,14 +24,6 @@ print(json.dumps({"argv": sys.argv[1:], "cuda": os.environ["CUDA_VISIBLE_DEVICES
                   "task": os.environ["FLEET_TASK_ID"], "color": os.environ.get("COLOR"),
                   "data": pathlib.Path("data/nested/x.txt").read_text()}))
 sys.exit(int(os.environ.get("EXIT_WITH", "0")))
-"""
-
-SLEEPER = """\
-import os, sys, time
-print("pid", os.getpid(), os.getpgrp(), flush=True)
-time.sleep(float(sys.argv[1]))
-print("done", flush=True)
-sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 """
 
 
