@@ -120,7 +120,8 @@ class SampleWriter:
                 seeds = load_health_seeds(session)
             return ids, seeds
 
-        self._host_ids, seeds = await asyncio.to_thread(register)
+        self._host_ids, seeds = await asyncio.to_thread(
+            self._guarded, "register the monitored hosts", register)
         return [seed for seed in seeds if seed.host in self._host_ids]
 
     def add_report(self, host: str, report: ProbeReport) -> None:

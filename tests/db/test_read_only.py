@@ -214,6 +214,9 @@ def test_cli_reads_a_read_only_database_and_refuses_writes(
             }.items()
         }
         write = _fleet(prefix, home, path, "drain", "gpu01")
+        # The monitor registers its hosts before the first probe: refused at once, not a
+        # traceback (the address is never reached).
+        monitor = _fleet(prefix, home, path, "monitor", "--interval", "1")
     for name, result in reads.items():
         assert result.returncode == 0, (name, result.stderr)
         assert "read-only" not in result.stderr, name
@@ -222,4 +225,7 @@ def test_cli_reads_a_read_only_database_and_refuses_writes(
     assert write.returncode == 4, write.stderr
     assert f"database file {path} is read-only" in write.stderr
     assert write.stdout == ""
+    assert monitor.returncode == 4, monitor.stderr
+    assert "read-only" in monitor.stderr
+    assert "Traceback" not in monitor.stderr
     assert _digest(path) == before
