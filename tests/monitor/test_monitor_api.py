@@ -83,6 +83,35 @@ async def test_start_monitor_twice_is_an_error(
     assert not monitor.running and service.snapshot() is None
 
 
+async def test_start_monitor_on_a_broken_schema_is_a_storage_error(
+    gpu_hosts: GpuHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sqlite3
+
+    from db.engine import open_database
+    from fleet.errors import StorageError
+
+    config = tmp_path / "config.yaml"
+    config.write_text(FAST)
+    monkeypatch.setenv("FLEET_CONFIG", str(config))
+    path = tmp_path / "broken.db"
+    open_database(str(path)).close()
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("ALTER TABLE gpus RENAME TO gpus_moved")  # read by the registration
+    connection.close()
+    database = open_database(str(path))
+    host = await gpu_hosts("solo", sim.idle(1, host="solo"))
+    service = Fleet(database, Inventory((host.spec,), None, {}, {}, None), sim_ssh_options)
+    try:
+        with pytest.raises(StorageError, match="cannot register the monitored hosts"):
+            await service.start_monitor()
+        assert service.monitor is None and host.host.started_pids == []
+    finally:
+        database.close()
+
+
 async def test_snapshots_show_reservations_and_expired_ones_are_released(
     gpu_hosts: GpuHostFactory, database: Database, sim_ssh_options: SshOptions,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -103,8 +132,9 @@ async def test_snapshots_show_reservations_and_expired_ones_are_released(
         while len(await service.latest_gpus()) < 2:  # the GPUs are in the database
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
+        alice_until = int(time.time()) + 3600
         held = await asyncio.to_thread(claim, database, "resv", [1], kind="reservation",
-                                       owner="alice", note="eval run")
+                                       owner="alice", note="eval run", expires_at=alice_until)
         expiring = await asyncio.to_thread(claim, database, "resv", [0], kind="reservation",
                                            owner="bob", expires_at=int(time.time()) + 2)
 
@@ -115,6 +145,15 @@ async def test_snapshots_show_reservations_and_expired_ones_are_released(
                     return
 
         await asyncio.wait_for(alice_shown(), 20)
+        # One type in every view: the watched snapshot's expiry is the int the service lists.
+        listed = {a.id: a for a in await service.allocations()}
+        assert type(listed[held.allocation_ids[0]].expires_at) is int
+        async for snapshot in service.watch():
+            shown = {g.index: g.allocation for g in snapshot.hosts[0].gpus}[1]
+            assert shown is not None
+            assert type(shown.expires_at) is int
+            assert shown.expires_at == listed[held.allocation_ids[0]].expires_at == alice_until
+            break
 
         def active_ids() -> list[int]:
             from db.allocation_details import allocation_details
