@@ -132,6 +132,8 @@ async def test_history_filters_by_host_and_gpu(fleet_cli: FleetCli, sim_tools: S
     by_host = await fleet_cli.run("history", "gpus", "--hosts", "workstation", "--json")
     by_alias = await fleet_cli.run("history", "gpus", "--host", "workstation", "--json")
     other_host = await fleet_cli.run("--json", "history", "gpus", "--hosts", "elsewhere")
+    no_such_index = await fleet_cli.run("history", "gpus", "--gpu", "workstation:99")
+    no_such_gpu = await fleet_cli.run("history", "gpus", "--gpu", "nosuch")
 
     assert [p["gpu_idx"] for p in by_gpu.json()["points"]] == [2]
     assert [p["uuid"] for p in by_uuid.json()["points"]] == [simulated.gpus[0].uuid]
@@ -139,6 +141,10 @@ async def test_history_filters_by_host_and_gpu(fleet_cli: FleetCli, sim_tools: S
     assert by_alias.json()["points"] == by_host.json()["points"]
     assert other_host.returncode == 2 and other_host.stdout == ""
     assert "unknown host 'elsewhere'" in other_host.stderr
+    assert no_such_index.returncode == 2 and no_such_index.stdout == ""
+    assert "host 'workstation' has no GPU 99 (known: 0, 1, 2)" in no_such_index.stderr
+    assert no_such_gpu.returncode == 2 and no_such_gpu.stdout == ""
+    assert "unknown host or GPU 'nosuch'" in no_such_gpu.stderr
 
 
 async def test_history_tables_show_memory_in_gib(fleet_cli: FleetCli, sim_tools: SimTools) -> None:
