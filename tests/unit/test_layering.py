@@ -206,6 +206,32 @@ def test_no_import_cycle_through_the_service_layer_or_dispatch() -> None:
     assert cycles_through(graph, watched) == []
 
 
+# What the services are built from never names the facade composed over them.
+FACADE = "fleet.service"
+BELOW_THE_FACADE = ("fleet/services", "fleet/dispatch", "fleet/context.py")
+
+
+def facade_back_imports(root: Path) -> dict[str, list[str]]:
+    """{file: imports of fleet.service} under BELOW_THE_FACADE, at any nesting: function
+    bodies, `if TYPE_CHECKING:` blocks and import-by-string included (a service takes the
+    context, so it has no use for `Fleet`, not even as an annotation)."""
+    offenders: dict[str, list[str]] = {}
+    for below in BELOW_THE_FACADE:
+        target = root / below
+        paths = [target] if target.suffix == ".py" else sorted(target.rglob("*.py"))
+        for path in paths:
+            hits = sorted(name for name in imported_modules(root, path)
+                          if _within(name, FACADE))
+            if hits:
+                offenders[path.relative_to(root).as_posix()] = hits
+    return offenders
+
+
+def test_services_dispatch_and_context_never_import_the_facade() -> None:
+    assert (ROOT / "fleet" / "service.py").is_file()
+    assert facade_back_imports(ROOT) == {}
+
+
 def test_dispatch_and_tasks_commands_do_not_import_each_other() -> None:
     """Not even inside a function: what both need lives in a neutral module."""
     dispatch_cmd = ROOT / "fleet" / "cli" / "dispatch_cmd.py"
@@ -258,6 +284,29 @@ def test_checker_sees_fleet_cli_imported_from_the_engine(tmp_path: Path) -> None
     _copy_module(tmp_path, "fleet/textsafe.py", "\nfrom fleet.cli.context import echo_json\n")
     assert layer_violations(tmp_path, "fleet", {"fleet.cli"}) == {
         "fleet/textsafe.py": ["fleet.cli.context", "fleet.cli.context.echo_json"]}
+
+
+@pytest.mark.parametrize(("relative", "planted"), [
+    ("fleet/services/dispatch.py",
+     "\n\ndef _facade() -> object:\n    from fleet.service import Fleet\n\n    return Fleet\n"),
+    ("fleet/dispatch/lifecycle.py",
+     "\n\nasync def _facade() -> None:\n    from fleet import service\n\n    del service\n"),
+    ("fleet/context.py", "\nif TYPE_CHECKING:\n    from fleet.service import Fleet\n"),
+    ("fleet/services/placement.py",
+     '\n\ndef _facade() -> None:\n    __import__("fleet.service")\n'),
+])
+def test_checker_sees_a_function_level_back_import_of_the_facade(
+    tmp_path: Path, relative: str, planted: str
+) -> None:
+    for below in ("fleet/services/dispatch.py", "fleet/dispatch/lifecycle.py",
+                  "fleet/context.py", "fleet/services/placement.py"):
+        _copy_module(tmp_path, below, planted if below == relative else "")
+    _copy_module(tmp_path, "fleet/service.py", "")  # the facade itself may import anything
+
+    offenders = facade_back_imports(tmp_path)
+
+    assert list(offenders) == [relative]
+    assert any(name in ("fleet.service", "fleet.service.Fleet") for name in offenders[relative])
 
 
 def test_cycle_finder_counts_load_time_imports_only(tmp_path: Path) -> None:
