@@ -10,6 +10,7 @@ import asyncssh
 import pytest
 from sqlalchemy import text
 
+from fleet.dispatch.request import DispatchRequest
 from fleet.errors import ConfigError, HostKeyRejected, StorageError
 from fleet.inventory import Inventory
 from fleet.placement.request import PlacementRequest
@@ -84,6 +85,31 @@ async def test_an_adopted_host_is_placed_on_watched_and_listed(
                     assert [host.spec.name for host in snapshot.hosts] == ["adoptee"]
                     break
         await snapshots.aclose()
+
+        script = tmp_path / "hello.py"
+        script.write_text('import os\nprint("on", os.environ["CUDA_VISIBLE_DEVICES"])\n')
+        output = bytearray()
+        request = DispatchRequest(script, PlacementRequest(gpus=1), timeout_s=60)
+        async with asyncio.timeout(60):
+            started, ending = await fleet.dispatch(request, on_output=output.extend)
+        assert started.host.name == "adoptee"
+        assert ending.state == "succeeded", (ending, bytes(output))
+        assert bytes(output).startswith(b"on GPU-")  # the claimed GPU, by UUID
+        assert (await fleet.task(started.task_id)).state == "succeeded"
+
+        # A task nobody follows ends by reconcile, which must find the adopted host to ask it.
+        detached = await fleet.submit(request)
+        assert detached.host.name == "adoptee"
+        async with asyncio.timeout(30):
+            while True:
+                report = await fleet.reconcile_tasks()
+                assert report.unreachable == {}, report
+                if detached.task_id in report.ended:
+                    break
+                assert report.still_running == [detached.task_id], report
+                await asyncio.sleep(0.2)  # the poll interval: the loop waits on the report
+        assert report.ended[detached.task_id] == "succeeded"
+        assert (await fleet.task(detached.task_id)).state == "succeeded"
     finally:
         await fleet.stop_monitor()
         fleet.close()
