@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +63,8 @@ class Database:
 
     `read_only_file` is the SQLite file when it was opened for reading only (this user cannot
     write it), `read_only_reason` says why; every write then fails with ReadOnlyDatabase.
+    `fence`, when set (a controller pair's leader, see db.leadership), runs first in every
+    session and refuses it (raising) once this process may no longer write.
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class Database:
         self.read_only_reason = read_only_reason
         self.display_url = _display(make_url(url)) if read_only_file else _display(engine.url)
         self.sessionmaker: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
+        self.fence: Callable[[Session], None] | None = None
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -89,6 +92,8 @@ class Database:
         """
         with self.sessionmaker() as session:
             try:
+                if self.fence is not None:
+                    self.fence(session)
                 yield session
                 session.commit()
             except DBAPIError as exc:

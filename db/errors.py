@@ -2,7 +2,8 @@
 
 DatabaseError           the database cannot be opened, migrated, read or written
 ├── ReadOnlyDatabase    the SQLite file is read-only for this user: reads work, writes cannot
-└── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
+├── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
+└── Fenced              this controller's leadership is over: it may write nothing more
 """
 
 from __future__ import annotations
@@ -25,3 +26,8 @@ class AllocationConflict(DatabaseError):
 class ReadOnlyDatabase(DatabaseError):
     """The database file was opened read-only (this user cannot write it) and a write, or a
     needed migration, was refused; the message names the file."""
+
+
+class Fenced(DatabaseError):
+    """This controller's leadership ended (another took over, or its lock session did): the
+    write was refused and rolled back."""

@@ -44,6 +44,8 @@ class FleetContext:
         # The open connections of the monitor running in this process, which tasks share;
         # None (no monitor): each task opens its own, as a one-shot CLI process does.
         self.connections: ConnectionPool | None = None
+        # False on a pair's standby: only the leader probes hosts, placement reads its samples.
+        self.may_probe = True
 
     @property
     def inventory(self) -> Inventory:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import HOSTS_HELP, global_options, host_option
+from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
 from fleet.cli.runner import run_async
 from fleet.cli.signals import stop_on_signals
 
@@ -26,9 +26,13 @@ if TYPE_CHECKING:
 @click.option("--accept-new", is_flag=True,
               help="Pin the host key of hosts seen for the first time (trust on first use).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+@click.option("--status", "show_status", is_flag=True,
+              help="Show which fleet serve leads the database and which stand by, then exit "
+              "(0: one leads; 9: none does).")
+@json_option
 @click.pass_context
 def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
-          pattern: str | None, accept_new: bool, quiet: bool) -> int:
+          pattern: str | None, accept_new: bool, quiet: bool, show_status: bool) -> int:
     """Run one monitor, housekeeping and API for everyone, on a Unix socket.
 
     Clients (`fleet status`, `tasks`, `events`, `allocations`, `cancel`, `release`, `drain`...)
@@ -38,23 +42,33 @@ def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
     adopt and acting on others' work need a group listed in `serve.admins` (default: the user
     running the server). SIGTERM/SIGINT stop it; tasks keep running on their hosts.
 
+    On PostgreSQL, a second `fleet serve` on the same database (another machine, or another
+    socket) is the standby: it answers reads and dispatches through the database's queue,
+    and takes over within serve.leader_timeout + serve.standby_poll (6 s by default) when the
+    leader dies, is cut off or freezes. A leader that loses its lock exits 4.
+
     \b
     Examples:
       fleet serve
       fleet serve --socket /run/fleet/fleet.sock --group gpu-users
       curl --unix-socket /run/fleet/fleet.sock http://fleet/v1/status
+      fleet --db postgresql://fleet@dbhost/fleet serve --status
     """
     from fleet.server.serve import ServeOptions, run_server
 
     options = global_options(ctx)
+    if show_status:
+        return _show_status(options.db_url, options.as_json)
     _setup_logging(quiet)
     serve_options = ServeOptions(db_url=options.db_url, inventory_path=options.inventory_path,
                                  socket_path=socket_path, group=group, pattern=pattern,
                                  accept_new=accept_new)
 
-    def ready(path: Path) -> None:
+    def ready(path: Path, role: str) -> None:
         mode = f"group {group}, mode 0660" if group else "mode 0600"
-        click.echo(f"fleet: serving on {path} ({mode}); SIGTERM or Ctrl-C stops", err=True)
+        as_role = f" as the {role}" if role else ""
+        click.echo(f"fleet: serving on {path} ({mode}){as_role}; SIGTERM or Ctrl-C stops",
+                   err=True)
 
     async def run() -> None:
         async with stop_on_signals() as stop:
@@ -63,6 +77,41 @@ def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
     run_async(run)
     click.echo("fleet: server stopped; tasks keep running on their hosts", err=True)
     return 0
+
+
+def _show_status(db_url: str | None, as_json: bool) -> int:
+    """Print the database's controllers; ServerUnavailable (9) when none leads."""
+    import dataclasses
+
+    from db.engine import open_database
+    from fleet.errors import ServerUnavailable
+    from fleet.server.pair_status import controllers
+    from fleet.storage import storage_errors
+
+    with storage_errors(None):
+        database = open_database(db_url)
+    try:
+        found = controllers(database)
+        shown = database.display_url
+    finally:
+        database.close()
+    if as_json:
+        echo_json({"database": shown,
+                   "controllers": [dataclasses.asdict(found_one) for found_one in found]})
+    else:
+        for one in found:
+            since = (f", epoch {one.epoch} since {_clock(one.since_s)}"
+                     if one.epoch is not None and one.since_s is not None else "")
+            click.echo(f"{one.role:8} pid {one.pid or '?'} on {one.host or '?'}{since}")
+    if not any(one.role == "leader" for one in found):
+        raise ServerUnavailable(f"no fleet serve leads {shown}")
+    return 0
+
+
+def _clock(epoch_s: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch_s))
 
 
 def _setup_logging(quiet: bool) -> None:

@@ -129,7 +129,10 @@ class Jobs:
         resumed: list[int] = []
         if not self.root.is_dir():
             return resumed
+        live = set(self.running.values())  # a standby that took over: its own queued jobs
         for directory in sorted(self.root.iterdir()):
+            if directory in live:
+                continue
             try:
                 record = decode((directory / QUEUED_FILE).read_bytes(), QueuedSubmission)
                 row = await fleet.task(record.task_id)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from aiohttp import web
 
 from fleet import __version__
+from fleet.errors import ServerUnavailable
 from fleet.server.app import error_reply, json_reply
 from fleet.server.identity import Identities
 from fleet.server.jobs import Jobs
-from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES, JOBS
+from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES, JOBS, LEADERSHIP
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import watch
 from fleet.snapshot import FleetSnapshot
@@ -23,16 +25,23 @@ from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import snapshot_to_wire
 
 if TYPE_CHECKING:
+    from fleet.server.leader import Leadership
     from fleet.service import Fleet
 
 T = TypeVar("T")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Just after the server starts, /v1/status waits this long for the first reading of each host.
 FIRST_READING_WAIT_S = 10.0
 
 
 def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
-                  broadcaster: Broadcaster, jobs: Jobs) -> None:
-    """Register the /v1 API of `fleet` on `app`.
+                  broadcaster: Broadcaster, jobs: Jobs,
+                  leadership: Leadership | None = None) -> None:
+    """Register the /v1 API of `fleet` on `app` (`leadership`: this server's part in a pair).
+
+    A standby answers 503 (ServerUnavailable) for what only the leader has (live status, the
+    snapshot stream, reconciling tasks against hosts); reads of the database and dispatch work
+    on both.
 
         GET  /v1/status /v1/hosts /v1/managed /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations
         GET  /v1/whoami
@@ -49,16 +58,17 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app[IDENTITIES] = identities
     app[BROADCASTER] = broadcaster
     app[JOBS] = jobs
+    app[LEADERSHIP] = leadership
     add_dispatch_routes(app)
     v1 = API_PREFIX
-    app.router.add_get(f"{v1}/status", live_status)
+    app.router.add_get(f"{v1}/status", leader_only(live_status))
     app.router.add_get(f"{v1}/whoami", whoami)
     app.router.add_get(f"{v1}/hosts", list_hosts)
     app.router.add_get(f"{v1}/managed", list_managed)
     app.router.add_get(f"{v1}/tasks", list_tasks)
     app.router.add_get(f"{v1}/tasks/{{task_id:\\d+}}", get_task)
     app.router.add_post(f"{v1}/tasks/{{task_id:\\d+}}/cancel", cancel_task)
-    app.router.add_post(f"{v1}/tasks/reconcile", reconcile_tasks)
+    app.router.add_post(f"{v1}/tasks/reconcile", leader_only(reconcile_tasks))
     app.router.add_get(f"{v1}/events", list_events)
     app.router.add_get(f"{v1}/allocations", list_allocations)
     app.router.add_post(f"{v1}/allocations/release", release)
@@ -67,7 +77,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app.router.add_get(f"{v1}/history/gpu", gpu_history)
     app.router.add_post(f"{v1}/drain", drain_target)
     app.router.add_post(f"{v1}/undrain", undrain_target)
-    app.router.add_get(f"{v1}/watch", watch)
+    app.router.add_get(f"{v1}/watch", leader_only(watch))
 
 
 async def body(request: web.Request, kind: type[T]) -> T:
@@ -101,6 +111,21 @@ async def _settled_snapshot(fleet: Fleet) -> FleetSnapshot | None:
         await asyncio.sleep(0.1)
 
 
+def leader_only(handler: Handler) -> Handler:
+    """`handler` on the leader; on a standby, ServerUnavailable (503, exit 9) naming the leader.
+    """
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        leadership = request.app[LEADERSHIP]
+        if leadership is not None and not leadership.leading:
+            raise ServerUnavailable(
+                f"this fleet serve is the standby (leader: {await leadership.leader()}): live "
+                "status and the snapshot stream come from the leader; tasks, events, "
+                "allocations, history and dispatch work here")
+        return await handler(request)
+    guarded.__doc__ = handler.__doc__
+    return guarded
+
+
 async def live_status(request: web.Request) -> web.Response:
     """The monitor's latest snapshot, narrowed to `?hosts=PATTERN` (503 if none comes in time)."""
     fleet = request.app[FLEET]
@@ -119,8 +144,10 @@ async def live_status(request: web.Request) -> web.Response:
 async def whoami(request: web.Request) -> web.Response:
     """Who the server sees at the other end of this socket."""
     caller = request.app[IDENTITIES].caller(request)
+    leadership = request.app[LEADERSHIP]
+    role = leadership.role if leadership is not None else "leader"
     return json_reply(WhoAmI(caller.user, caller.uid, tuple(sorted(caller.groups)),
-                             caller.is_admin, os.getpid(), __version__))
+                             caller.is_admin, os.getpid(), __version__, role))
 
 
 async def list_hosts(request: web.Request) -> web.Response:

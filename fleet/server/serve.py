@@ -20,13 +20,8 @@ from fleet.monitor.monitor import Monitor
 from fleet.server.app import StatusSource, create_app
 from fleet.server.identity import Identities
 from fleet.server.jobs import Jobs
-from fleet.server.locks import (
-    InstanceLock,
-    PostgresServeLock,
-    ServerLock,
-    database_lock_path,
-    remove_stale_socket,
-)
+from fleet.server.leader import Leadership, LeadershipLost
+from fleet.server.locks import InstanceLock, ServerLock, database_lock_path, remove_stale_socket
 from fleet.server.paths import default_socket_path, prepare_socket_dir
 from fleet.server.routes import add_v1_routes
 from fleet.server.settings import ServeSettings, state_dir
@@ -35,6 +30,8 @@ from fleet.server.watch import snapshot_frame
 
 if TYPE_CHECKING:
     from db.engine import Database
+    from fleet.monitor.config import Settings
+    from fleet.service import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +86,8 @@ def _log_pump_end(pump: asyncio.Task[None]) -> None:
                   exc_info=pump.exception())
 
 
-def _serve_metrics(broadcaster: Broadcaster, monitor: Monitor) -> list[MetricFamily]:
-    return [*monitor.writer_metrics(),
+def _serve_metrics(broadcaster: Broadcaster, monitor: Monitor | None) -> list[MetricFamily]:
+    return [*(monitor.writer_metrics() if monitor is not None else []),
         MetricFamily("fleet_serve_watchers", "Clients streaming /v1/watch.",
                      samples=[({}, float(len(broadcaster.subscribers)))]),
         MetricFamily("fleet_serve_watchers_dropped", "Watch clients dropped for falling behind.",
@@ -98,12 +95,49 @@ def _serve_metrics(broadcaster: Broadcaster, monitor: Monitor) -> list[MetricFam
     ]
 
 
-async def run_server(options: ServeOptions, stop: asyncio.Event, *,
-                     on_ready: Callable[[Path], None] | None = None) -> None:
-    """Serve until `stop` is set; `on_ready(socket_path)` once clients can connect.
+class LeaderDuties:
+    """What only the leading server does: resume queued tasks, monitor (probes, samples,
+    housekeeping) and stream snapshots to watchers."""
 
-    Raises ConfigError when another server holds the socket or the database, or when the
-    socket cannot be made; tasks on hosts are never touched by a stop.
+    def __init__(self, service: Fleet, broadcaster: Broadcaster, jobs: Jobs,
+                 pattern: str | None, settings: Settings) -> None:
+        self.service = service
+        self.broadcaster = broadcaster
+        self.jobs = jobs
+        self.pattern = pattern
+        self.settings = settings
+        self._pump: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Resume what a stopped server left queued, then start the monitor and the stream."""
+        self.service.context.may_probe = True
+        resumed = await self.jobs.resume(self.service)  # before the reconciler calls them stale
+        if resumed:
+            log.info("resumed queued tasks %s", ", ".join(map(str, resumed)))
+        monitor = await self.service.start_monitor(self.pattern, settings=self.settings)
+        self._pump = asyncio.create_task(_pump(monitor, self.broadcaster),
+                                         name="fleet-serve-pump")
+        self._pump.add_done_callback(_log_pump_end)
+
+    async def stop(self) -> None:
+        """Stop the stream and the monitor (its buffered samples written, unless fenced)."""
+        pump, self._pump = self._pump, None
+        if pump is not None:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        await self.service.stop_monitor()
+
+
+async def run_server(options: ServeOptions, stop: asyncio.Event, *,
+                     on_ready: Callable[[Path, str], None] | None = None) -> None:
+    """Serve until `stop` is set; `on_ready(socket_path, role)` once clients can connect.
+
+    On PostgreSQL a second server on the database is the standby (role "standby, leader
+    ..."): it answers reads and dispatches through the database's queue, and leads once the
+    leader's lock is gone. Raises ConfigError when another server holds the socket or the
+    SQLite database, or when the socket cannot be made; LeadershipLost when this server led
+    and its lock was lost. Tasks on hosts are never touched by a stop.
     """
     import fleet.service
 
@@ -113,44 +147,71 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
         settings = service.monitor_settings()
         serve_settings = settings.section("serve", ServeSettings)
         socket_path, locks = _plan(options, serve_settings, service.database, gid)
+        leadership = _leadership(service.database, serve_settings)
         with _locked(*locks):
             remove_stale_socket(socket_path)
             broadcaster = Broadcaster(serve_settings.watch_queue)
             identities = Identities(serve_settings.admins, os.getuid())
             jobs = Jobs(state_dir(serve_settings) / "staged")
-            resumed = await jobs.resume(service)  # before the reconciler could call them stale
-            if resumed:
-                log.info("resumed queued tasks %s", ", ".join(map(str, resumed)))
-            monitor = await service.start_monitor(options.pattern, settings=settings)
-            pump = asyncio.create_task(_pump(monitor, broadcaster), name="fleet-serve-pump")
-            pump.add_done_callback(_log_pump_end)
-            source = StatusSource(service.snapshot, lambda: _serve_metrics(broadcaster, monitor))
+            duties = LeaderDuties(service, broadcaster, jobs, options.pattern, settings)
+            source = StatusSource(service.snapshot,
+                                  lambda: _serve_metrics(broadcaster, service.monitor))
             app = create_app(source,
                              lambda app: add_v1_routes(app, service, identities, broadcaster,
-                                                       jobs))
+                                                       jobs, leadership))
             runner = web.AppRunner(app, handle_signals=False, access_log=None,
                                    shutdown_timeout=SHUTDOWN_TIMEOUT_S)
             await runner.setup()
             try:
-                await _listen(runner, socket_path, gid)
-                if on_ready is not None:
-                    on_ready(socket_path)
-                await stop.wait()
+                if leadership is None or await leadership.try_lead():
+                    await duties.start()
+                    await _listen(runner, socket_path, gid)
+                    if on_ready is not None:
+                        on_ready(socket_path, "leader" if leadership is not None else "")
+                else:
+                    service.context.may_probe = False  # placement reads the leader's samples
+                    await _listen(runner, socket_path, gid)
+                    if on_ready is not None:
+                        on_ready(socket_path, f"standby; leader {await leadership.leader()}")
+                    if await leadership.campaign(stop):
+                        await duties.start()
+                await _until_stopped(stop, leadership)
             finally:
                 await jobs.close()  # tasks run on: their clients are told, reconcile records
                 broadcaster.close()
-                pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
+                await duties.stop()
                 await runner.cleanup()
                 with contextlib.suppress(FileNotFoundError):
                     socket_path.unlink()
-                await service.stop_monitor()
+                if leadership is not None:
+                    await leadership.close()
+        if leadership is not None and leadership.lost.is_set():
+            raise LeadershipLost(leadership.lost_reason())
+
+
+def _leadership(database: Database, settings: ServeSettings) -> Leadership | None:
+    """The pair's election on PostgreSQL (None on SQLite: one server per file, locked)."""
+    if database.engine.dialect.name != "postgresql":
+        return None
+    return Leadership(database, timeout_s=settings.leader_timeout,
+                      poll_s=settings.standby_poll)
+
+
+async def _until_stopped(stop: asyncio.Event, leadership: Leadership | None) -> None:
+    """Until `stop` is set, or (a leader) the leadership is lost."""
+    waits = [asyncio.create_task(stop.wait())]
+    if leadership is not None:
+        waits.append(asyncio.create_task(leadership.lost.wait()))
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
 
 
 def _plan(options: ServeOptions, settings: ServeSettings, database: Database,
           gid: int | None) -> tuple[Path, list[ServerLock]]:
-    """The socket path (made ready) and the locks to hold: the database's, then the socket's."""
+    """The socket path (made ready) and the locks to hold: the SQLite file's, then the socket's."""
     from fleet.storage import redact_url
 
     database_url = database.url
@@ -164,11 +225,9 @@ def _plan(options: ServeOptions, settings: ServeSettings, database: Database,
     prepare_socket_dir(socket_path, group_id=gid)
     locks: list[ServerLock] = [InstanceLock(Path(f"{socket_path}.lock"), f"socket {socket_path}")]
     database_lock = database_lock_path(database_url)
-    what = f"database {redact_url(database_url)}"
-    if database_lock is not None:
+    if database_lock is not None:  # PostgreSQL elects a leader instead (fleet.server.leader)
+        what = f"SQLite database {redact_url(database_url)} (a standby pair needs PostgreSQL)"
         locks.insert(0, InstanceLock(database_lock, what))
-    elif database.engine.dialect.name == "postgresql":
-        locks.insert(0, PostgresServeLock(database, what))
     return socket_path, locks
 
 

@@ -1,4 +1,5 @@
-"""The `serve:` settings section (socket, admins, stream queue, state), validated with the rest."""
+"""The `serve:` settings section (socket, admins, stream queue, state, the pair's timing),
+validated with the rest."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ class ServeSettings:
     state_dir: str | None = setting(
         None, "where the server keeps staged task files, and queued tasks for the next server "
         "to resume [default $XDG_STATE_HOME/fleet/serve, else ~/.local/state/fleet/serve]")
+    leader_timeout: float = setting(
+        5.0, "PostgreSQL pair: how long a leader may go silent (frozen, cut off) before the "
+        "database drops its lock and the standby takes over", minimum=1.0, maximum=60.0,
+        duration=True)
+    standby_poll: float = setting(
+        1.0, "PostgreSQL pair: how often the standby tries to take the lead",
+        minimum=0.1, maximum=10.0, duration=True)
 
 
 def state_dir(settings: ServeSettings) -> Path:

@@ -76,7 +76,8 @@ class PlacementService:
         if snapshot is not None:
             return candidates_from_snapshot(snapshot, recent)
         found = await self._candidates_from_db(recent, "database")
-        stale = stale_host_names(request, found, self.context.now()) if probe_stale else []
+        probing = probe_stale and self.context.may_probe
+        stale = stale_host_names(request, found, self.context.now()) if probing else []
         if not stale:
             return found
         wanted = set(stale)

@@ -14,3 +14,4 @@ class WhoAmI(Struct, frozen=True):
     is_admin: bool
     server_pid: int
     server_version: str
+    role: str = "leader"  # or "standby" (a PostgreSQL pair's other server), "lost"

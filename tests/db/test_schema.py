@@ -13,6 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
+from db import leadership
 from db.engine import Database
 from db.migrate import alembic_config
 from db.models import Base
@@ -23,7 +24,8 @@ from tests.db.conftest import SeededFleet
 
 def test_models_and_migrations_do_not_drift(database: Database) -> None:
     with database.engine.connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        differences = compare_metadata(MigrationContext.configure(connection),
+                                       [Base.metadata, leadership.metadata])
     assert differences == []
 
 

@@ -1,0 +1,82 @@
+"""`fleet serve --status`: which `fleet serve` leads a database, and which stand by.
+
+Read from the database itself, so it answers from any machine that can reach it: on
+PostgreSQL, the leader lock's holder, the leadership record (epoch, since) and the sessions
+the standbys name themselves with; on SQLite, the pid in the file's server lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleet.server.leader import LEADER_PREFIX, STANDBY_PREFIX
+from fleet.server.locks import database_lock_path
+from fleet.storage import storage_errors
+
+if TYPE_CHECKING:
+    from db.engine import Database
+
+
+@dataclass(frozen=True)
+class Controller:
+    """One running `fleet serve` of the database."""
+
+    role: str  # "leader" or "standby"
+    pid: int | None
+    host: str
+    epoch: int | None = None
+    since_s: float | None = None
+
+
+def _parse(label: str, prefix: str) -> tuple[int | None, str]:
+    pid, _, host = label.removeprefix(prefix).partition(" on ")
+    return (int(pid) if pid.isdigit() else None), host
+
+
+def controllers(database: Database) -> list[Controller]:
+    """The database's running servers, the leader first."""
+    if database.engine.dialect.name == "postgresql":
+        with storage_errors("read the controllers", database.url):
+            return _postgres_controllers(database)
+    lock = database_lock_path(database.url)
+    holder = _sqlite_lock_holder(lock) if lock is not None else None
+    return [] if holder is None else [Controller("leader", holder, os.uname().nodename)]
+
+
+def _postgres_controllers(database: Database) -> list[Controller]:
+    from db.leadership import current_leader
+    from db.serve_lock import ServeLock, controller_sessions
+
+    holder = ServeLock(database.engine, "").holder()
+    with database.engine.connect() as connection:
+        record = current_leader(connection)
+        sessions = controller_sessions(connection, (STANDBY_PREFIX,))
+    found: list[Controller] = []
+    if holder is not None:
+        pid, host = _parse(holder, LEADER_PREFIX)
+        current = record if record is not None and record.holder == holder else None
+        found.append(Controller("leader", pid, host, current.epoch if current else None,
+                                current.since_s if current else None))
+    found += [Controller("standby", *_parse(name, STANDBY_PREFIX)) for name in sessions]
+    return found
+
+
+def _sqlite_lock_holder(path: os.PathLike[str]) -> int | None:
+    """The pid in a SQLite database's server lock while a live server holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a server runs
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
