@@ -110,8 +110,8 @@ class FleetAdapter:
     async def cancel(self, task_id: int) -> None:
         await self.fleet.cancel(task_id)
 
-    async def events(self, limit: int = 500) -> list[EventView]:
-        rows = await self.fleet.events(limit=limit, newest_first=True)
+    async def events(self, limit: int = 500, *, host: str | None = None) -> list[EventView]:
+        rows = await self.fleet.events(limit=limit, host=host, newest_first=True)
         return [EventView(row.id, float(row.ts), row.severity, row.kind, row.message, row.host,
                           row.gpu_idx, row.task_id) for row in rows]
 

@@ -162,8 +162,8 @@ class FleetService(Protocol):
         """Cancel a queued or running task."""
         ...
 
-    async def events(self, limit: int = 500) -> list[EventView]:
-        """The most recent `limit` events, newest first."""
+    async def events(self, limit: int = 500, *, host: str | None = None) -> list[EventView]:
+        """The most recent `limit` events (only `host`'s when given), newest first."""
         ...
 
     async def allocations(self) -> list[AllocationView]:

@@ -156,7 +156,12 @@ class FakeService:
         self.task_list = [replace(t, state="cancelled", ended_at=NOW) if t.task_id == task_id
                           else t for t in self.task_list]
 
-    async def events(self, limit: int = 500) -> list[EventView]:
+    async def events(self, limit: int = 500, *, host: str | None = None) -> list[EventView]:
+        shown = [event for event in self.event_list() if host is None or event.host == host]
+        return shown[:limit]
+
+    def event_list(self) -> list[EventView]:
+        """Every event the fake holds, newest first."""
         return [
             EventView(5, NOW - 30, "warning", "gpu_hot", "boreas GPU 3 at 88°C (ceiling 85°C)",
                       "boreas", 3),
@@ -168,7 +173,7 @@ class FakeService:
                       "boreas", task_id=11),
             EventView(1, NOW - 9999, "info", "host_drained", "eridanus drained: maintenance",
                       "eridanus"),
-        ][:limit]
+        ]
 
     async def allocations(self) -> list[AllocationView]:
         return list(self.allocation_list)

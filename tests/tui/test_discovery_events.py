@@ -17,6 +17,7 @@ from tui.messages import EventsLoaded
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.event_detail import EventDetailScreen
 from tui.screens.events import EventsScreen
+from tui.screens.host_detail import HostDetailScreen
 from tui.service import CandidateView, EventView
 from tui.widgets.keyed_table import KeyedTable
 
@@ -65,7 +66,7 @@ async def test_adopt_passes_the_confirmed_key_and_shows_the_managed_name(
 
 
 class LongEvent(FakeService):
-    async def events(self, limit: int = 500) -> list[EventView]:
+    async def events(self, limit: int = 500, *, host: str | None = None) -> list[EventView]:
         return [EventView(9, NOW - 5, "error", "hook_failed", LONG_MESSAGE, "atlas")]
 
 
@@ -104,6 +105,36 @@ async def test_events_on_a_real_fleet_are_newest_first_on_screen(tmp_path: Path)
             table = app.screen.query_one(KeyedTable)
             shown = [str(table.get_row_at(row)[-1]) for row in range(table.row_count)]
             assert shown == ["third", "second", "first"]
+
+
+async def test_host_detail_shows_a_quiet_hosts_events_newest_first(tmp_path: Path) -> None:
+    from db.hosts import sync_hosts
+    from db.types import HostFacts
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("hosts:\n  quiet:\n    address: 127.0.0.1\n"
+                         "  busy:\n    address: 127.0.0.2\n")
+    async with open_fleet(str(tmp_path / "fleet.db"), inventory) as fleet:
+        with fleet.database.session() as session:
+            ids = sync_hosts(session, [HostFacts("quiet", "127.0.0.1"),
+                                       HostFacts("busy", "127.0.0.2")], now=500)
+            for ts, message in ((1000, "quiet-first"), (2000, "quiet-second"),
+                                (3000, "quiet-third")):
+                add_event(session, ts=ts, kind="test", severity="info", message=message,
+                          host_id=ids["quiet"])
+            for number in range(300):  # every one newer than the quiet host's
+                add_event(session, ts=10_000 + number, kind="test", severity="info",
+                          message=f"busy-{number}", host_id=ids["busy"])
+            session.commit()
+        app = FleetApp(FleetAdapter(fleet), clock=lambda: NOW, watch_snapshots=False)
+        async with app.run_test(size=(120, 50)) as pilot:
+            await settle(pilot)
+            await app.push_screen(HostDetailScreen("quiet"))
+            await settle(pilot)
+            shown = str(app.screen.query_one("#host-events", Static).render())
+    lines = shown.splitlines()
+    assert [line.split()[-1] for line in lines] == ["quiet-third", "quiet-second", "quiet-first"]
+    assert "busy" not in shown
 
 
 async def test_a_new_event_appears_at_the_top() -> None:

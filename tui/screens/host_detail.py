@@ -27,6 +27,7 @@ from tui.widgets.history_plot import HistoryPlot
 WINDOWS_MIN = (5, 15, 60, 360, 1440)
 METRICS = (("util", "util %"), ("mem", "mem"), ("temp", "temp"), ("power", "power"))
 HISTORY_REFRESH_S = 5.0
+RECENT_EVENTS = 8  # the host's newest events shown under its facts
 PLOT_BINS = 100
 
 
@@ -223,11 +224,12 @@ class HostDetailScreen(FleetScreen):
     @work(exclusive=True, group="events")
     async def load_events(self) -> None:
         try:
-            events = await self.service.events(200)
+            # This host's own newest: newer events of other hosts never crowd them out.
+            events = await self.service.events(RECENT_EVENTS, host=self.host_name)
         except FleetError as exc:
             report_failure(self, "events", exc)
             return
-        self.post_message(EventsLoaded([e for e in events if e.host == self.host_name][:8]))
+        self.post_message(EventsLoaded(events))
 
     @on(HistoryLoaded)
     def history_loaded(self, message: HistoryLoaded) -> None:
