@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from rich.text import Text
 
 from fleet.snapshot import FleetSnapshot
@@ -149,3 +150,48 @@ def test_no_color_is_respected(monkeypatch: object, fake: FakeService) -> None:
     assert isinstance(monkeypatch, pytest.MonkeyPatch)
     monkeypatch.setenv("NO_COLOR", "1")
     assert FleetApp(fake, clock=lambda: NOW).no_color
+
+
+ALWAYS_SHOWN = ("name", "state", "gpus", "util", "temp")
+# The README's words for the columns that may be dropped.
+README_COLUMN_NAMES = {"GPU strip": "strip", "last seen": "seen", "load": "load",
+                       "power": "power", "allocations": "alloc", "memory": "mem"}
+
+
+def _needed(keys: tuple[str, ...] | list[str]) -> int:
+    from tui.rows import CELL_PADDING, COLUMN_WIDTHS, SCROLLBAR
+
+    return sum(COLUMN_WIDTHS[key] + CELL_PADDING for key in keys) + SCROLLBAR
+
+
+@pytest.mark.parametrize("width", range(40, 141))
+def test_narrow_overviews_drop_columns_in_the_documented_order(width: int) -> None:
+    from tui.rows import COLUMNS, DROP_ORDER, visible_columns
+
+    every = [key for key, _, _ in COLUMNS]
+    shown = visible_columns(width)
+    dropped = [key for key in every if key not in shown]
+
+    assert list(shown) == [key for key in every if key in shown]  # the table's own order
+    assert set(ALWAYS_SHOWN) <= set(shown)
+    assert set(dropped) == set(DROP_ORDER[:len(dropped)])  # the first ones of DROP_ORDER
+    if len(dropped) < len(DROP_ORDER):
+        assert _needed(shown) <= width  # what is kept fits
+    if dropped:  # and no more was dropped than needed
+        last = DROP_ORDER[len(dropped) - 1]
+        assert _needed([key for key in every if key in shown or key == last]) > width
+    if width >= 80:
+        assert "mem" in shown  # at 80×24 memory stays too, as the README says
+
+
+def test_the_readme_lists_the_drop_order() -> None:
+    import re
+    from pathlib import Path
+
+    from tui.rows import DROP_ORDER
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    match = re.search(r"narrower terminals drop columns in this order: ([^(]+?) \(", readme)
+    assert match is not None, "the README's TUI section no longer states the drop order"
+    named = [README_COLUMN_NAMES[name.strip()] for name in match.group(1).split(",")]
+    assert tuple(named) == DROP_ORDER
