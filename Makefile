@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 # test, iproute2 for namespaces and netem, gcc for the simulated NVML library, sqlite3 for the
 # SQL view tests (the shell users query the database with), postgresql for the PostgreSQL
 # variants of the storage tests (the suite starts its own throwaway server; pg_dump for backup).
-DEB_PACKAGES := openssh-server openssh-client iproute2 tmux gcc libc6-dev sqlite3 postgresql
+DEB_PACKAGES := openssh-server openssh-client iproute2 tmux gcc libc6-dev sqlite3 postgresql \
+	chromium chromium-driver
 
 .PHONY: setup system-deps demo test test-fast lint reliability bench bench-quick clean
 

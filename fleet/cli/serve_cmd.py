@@ -26,13 +26,20 @@ if TYPE_CHECKING:
 @click.option("--accept-new", is_flag=True,
               help="Pin the host key of hosts seen for the first time (trust on first use).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+@click.option("--web", "web_address", metavar="HOST:PORT",
+              help="Also serve the read-only web view there (loopback, e.g. 127.0.0.1:8080; "
+              "another address needs --web-token-file).")
+@click.option("--web-token-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="File (mode 0600) holding the token the web view asks for: as "
+              "`Authorization: Bearer TOKEN`, or once as ?token=TOKEN (then a cookie).")
 @click.option("--status", "show_status", is_flag=True,
               help="Show which fleet serve leads the database and which stand by, then exit "
               "(0: one leads; 9: none does).")
 @json_option
 @click.pass_context
 def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
-          pattern: str | None, accept_new: bool, quiet: bool, show_status: bool) -> int:
+          pattern: str | None, accept_new: bool, quiet: bool, show_status: bool,
+          web_address: str | None, web_token_file: Path | None) -> int:
     """Run one monitor, housekeeping and API for everyone, on a Unix socket.
 
     Clients (`fleet status`, `tasks`, `events`, `allocations`, `cancel`, `release`, `drain`...)
@@ -51,6 +58,7 @@ def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
     Examples:
       fleet serve
       fleet serve --socket /run/fleet/fleet.sock --group gpu-users
+      fleet serve --web 127.0.0.1:8080
       curl --unix-socket /run/fleet/fleet.sock http://fleet/v1/status
       fleet --db postgresql://fleet@dbhost/fleet serve --status
     """
@@ -62,7 +70,12 @@ def serve(ctx: click.Context, socket_path: Path | None, group: str | None,
     _setup_logging(quiet)
     serve_options = ServeOptions(db_url=options.db_url, inventory_path=options.inventory_path,
                                  socket_path=socket_path, group=group, pattern=pattern,
-                                 accept_new=accept_new)
+                                 accept_new=accept_new, web_bind=web_address,
+                                 web_token_file=web_token_file)
+    if web_address is not None:  # a bad address or token fails now, before any host is read
+        from fleet.web.auth import web_bind
+
+        web_bind(web_address, web_token_file)
 
     def ready(path: Path, role: str) -> None:
         mode = f"group {group}, mode 0660" if group else "mode 0600"

@@ -27,6 +27,7 @@ from fleet.server.routes import add_v1_routes
 from fleet.server.settings import ServeSettings, state_dir
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import snapshot_frame
+from fleet.web.site import WebView
 
 if TYPE_CHECKING:
     from db.engine import Database
@@ -48,6 +49,8 @@ class ServeOptions:
     group: str | None = None
     pattern: str | None = None
     accept_new: bool = False
+    web_bind: str | None = None  # `--web HOST:PORT`: the read-only web view on TCP too
+    web_token_file: Path | None = None  # its token (needed off loopback)
 
 
 def group_id(name: str | None) -> int | None:
@@ -159,10 +162,13 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
             app = create_app(source,
                              lambda app: add_v1_routes(app, service, identities, broadcaster,
                                                        jobs, leadership))
+            web_view = WebView(service)  # the read-only web view: /web/ here, and on --web
+            web_view.mount(app)
             runner = web.AppRunner(app, handle_signals=False, access_log=None,
                                    shutdown_timeout=SHUTDOWN_TIMEOUT_S)
             await runner.setup()
             try:
+                await web_view.start(options.web_bind, options.web_token_file)
                 if leadership is None or await leadership.try_lead():
                     await duties.start()
                     await _listen(runner, socket_path, gid)
@@ -177,6 +183,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                         await duties.start()
                 await _until_stopped(stop, leadership)
             finally:
+                await web_view.close()
                 await jobs.close()  # tasks run on: their clients are told, reconcile records
                 broadcaster.close()
                 await duties.stop()

@@ -1,0 +1,63 @@
+"""The Jinja2 templates of the web view (autoescaped: host, GPU and task text is never markup)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    import jinja2
+
+# Pages are served under this path on the socket and on `--web`'s port alike.
+ROOT = "/web/"
+TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("web_templates")
+
+
+def when(epoch_s: float | None) -> str:
+    """An epoch time as "YYYY-MM-DD HH:MM:SS" UTC ("–" for none)."""
+    if epoch_s is None:
+        return "–"
+    moment = datetime.datetime.fromtimestamp(epoch_s, datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as "1h02m", "3m04s" or "12s" ("–" for none)."""
+    if seconds is None:
+        return "–"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def environment() -> jinja2.Environment:
+    """The templates in fleet/web/templates, escaping every value unless a template says not."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("fleet.web", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+        lstrip_blocks=True)
+    env.filters["when"] = when
+    env.filters["duration"] = duration
+    return env
+
+
+def render(request: web.Request, name: str, *, status: int = 200,
+           **context: Any) -> web.Response:
+    """Template `name` with `context` as an HTML reply.
+
+    Every template also gets `root` (where the pages are mounted), `now` (epoch s) and `page`
+    (the name of the navigation entry to mark current).
+    """
+    context.setdefault("page", "")
+    template = request.app[TEMPLATES].get_template(name)
+    text = template.render(root=ROOT, now=time.time(), **context)
+    return web.Response(text=text, status=status,
+                        content_type="text/html")

@@ -1,0 +1,159 @@
+"""The real `fleet serve --web` over namespace hosts, in real headless Chromium: the overview lists
+every host and GPU, hostile text stays text under the CSP, host detail draws its charts, bad
+parameters get 4xx pages, and a GPU made hot turns hot on the open page without a reload."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.netcluster import Cluster
+from tests.web.conftest import (
+    HOSTILE_GPU_NAME,
+    WebServer,
+    browser_errors,
+    fetch,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+# Where to save screenshots for the README (unset: none are written).
+SCREENSHOTS = os.environ.get("FLEET_WEB_SCREENSHOTS")
+SCRIPTS_OF_OVERVIEW = ["/web/static/live.js"]
+
+
+def screenshot(driver: Any, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(SCREENSHOTS) / f"web-{name}.png"))
+
+
+def open_page(driver: Any, url: str) -> None:
+    driver.get(url)
+    wait_until(lambda: driver.find_element("id", "conn").text == "live", 10,
+               "the page's live stream connects")
+
+
+def test_overview_lists_every_host_and_gpu_and_expands(
+        web_server: WebServer, web_lab: Cluster, browser: Any) -> None:
+    open_page(browser, web_server.url)
+    hosts = browser.find_elements("css selector", "tbody[data-host]")
+    assert sorted(h.get_attribute("data-host") for h in hosts) == ["cpu1", "gpu-a", "gpu-b"]
+    gpu_rows = browser.find_elements("css selector", "tr[data-gpu]")
+    assert sorted(row.get_attribute("data-gpu") for row in gpu_rows) == \
+        ["gpu-a:0", "gpu-a:1", "gpu-b:0"]
+    assert not any(row.is_displayed() for row in gpu_rows)  # collapsed until asked
+
+    # Keyboard only: tab to "Show all GPUs" and press it.
+    expand_all = browser.find_element("id", "expand-all")
+    expand_all.send_keys(" ")
+    wait_until(lambda: all(row.is_displayed() for row in gpu_rows), 3, "GPU rows shown")
+    gpu_a = browser.find_element("css selector", 'tbody[data-host="gpu-a"] tr.host')
+    assert "2/2" in gpu_a.text and "up" in gpu_a.text
+    cpu1 = browser.find_element("css selector", 'tbody[data-host="cpu1"] tr.host')
+    assert "0/0" in cpu1.text
+    assert browser.find_element("css selector", 'tr[data-gpu="gpu-a:0"]').text.count("free")
+    screenshot(browser, "overview")
+    assert not [e for e in browser_errors(browser) if "favicon" not in e]
+
+
+def test_hostile_gpu_name_is_text_no_script_runs_and_csp_is_sent(
+        web_server: WebServer, browser: Any) -> None:
+    status, headers, body = fetch(web_server.url)
+    assert status == 200
+    policy = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert "<script>alert" not in body  # escaped by the template
+    assert "&lt;script&gt;alert(&#34;gpu&#34;)&lt;/script&gt;" in body
+
+    open_page(browser, web_server.url)
+    name_cell = browser.find_element("css selector", 'tr[data-gpu="gpu-b:0"] [data-c="name"]')
+    assert name_cell.get_attribute("textContent") == HOSTILE_GPU_NAME
+    scripts = [s.get_attribute("src") for s in browser.find_elements("css selector", "script")]
+    assert [src.split("/", 3)[3] for src in scripts] == [p.lstrip("/") for p in
+                                                         SCRIPTS_OF_OVERVIEW]
+    assert browser.execute_script("return document.querySelectorAll('script:not([src])').length"
+                                  ) == 0
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text  # noqa: B018 (reading it is the check)
+
+    # Host detail: the same name inside its JSON chart data stays inert too.
+    browser.get(web_server.url + "hosts/gpu-b?window=5m")
+    assert browser.find_element("css selector", '[data-c="name"]').get_attribute(
+        "textContent") == HOSTILE_GPU_NAME
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text  # noqa: B018
+
+
+def test_host_detail_draws_history_charts_with_points(
+        web_server: WebServer, browser: Any) -> None:
+    time.sleep(1.5)  # a few 0.25 s samples reach the database (the monitor writes in batches)
+    browser.get(web_server.url + "hosts/gpu-a?window=5m")
+    charts = browser.find_element("id", "charts")
+    points = wait_until(lambda: int(charts.get_attribute("data-points") or 0), 10,
+                        "the charts have points")
+    assert points > 0
+    canvases = browser.find_elements("css selector", "#charts canvas")
+    assert len(canvases) == 3  # utilisation, temperature, memory
+    painted = browser.execute_script(
+        "const c = arguments[0]; const d = c.getContext('2d').getImageData(0, 0, c.width, "
+        "c.height).data; let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; "
+        "return n;", canvases[0])
+    assert painted > 100
+    assert "Facts" in browser.page_source and "Recent events" in browser.page_source
+    screenshot(browser, "host-detail")
+    assert not [e for e in browser_errors(browser) if "favicon" not in e]
+
+
+@pytest.mark.parametrize(("path", "status", "words"), [
+    ("hosts/no-such-host", 404, "no host named"),
+    ("hosts/gpu-a?window=3w", 400, "unknown window"),
+    ("?sort=bogus", 400, "unknown sort"),
+    ("events?severity=loud", 400, "unknown severity"),
+    ("events?host=no-such-host", 400, "no-such-host"),
+    ("tasks?state=sleeping", 400, "unknown task state"),
+    ("tasks/999999", 400, "999999"),
+    ("nothing-here", 404, "Not Found"),
+])
+def test_bad_parameters_get_a_clear_4xx_page(web_server: WebServer, path: str, status: int,
+                                             words: str) -> None:
+    got, headers, body = fetch(web_server.url + path)
+    assert got == status, body
+    assert headers["Content-Type"].startswith("text/html")
+    assert words in body
+    assert "Traceback" not in body
+    assert "Content-Security-Policy" in headers
+
+
+def test_filter_uses_the_hosts_pattern_syntax(web_server: WebServer) -> None:
+    _status, _headers, body = fetch(web_server.url + "?hosts=gpu-*,!gpu-b")
+    assert 'data-host="gpu-a"' in body
+    assert 'data-host="gpu-b"' not in body and 'data-host="cpu1"' not in body
+
+
+def test_gpu_made_hot_turns_hot_on_the_open_page_within_3s(
+        web_server: WebServer, web_lab: Cluster, browser: Any) -> None:
+    from fleet.sim import scenarios
+
+    open_page(browser, web_server.url)
+    row = browser.find_element("css selector", 'tr[data-gpu="gpu-a:1"]')
+    assert row.get_attribute("data-tone") == "ok"
+    browser.execute_script("window.fleetNotReloaded = true")
+
+    web_lab.host("gpu-a").set_gpus(scenarios.hot_gpu(2, 1, temperature_c=95, host="gpu-a"))
+    started = time.monotonic()
+    wait_until(lambda: row.get_attribute("data-tone") == "hot", 3.0, "gpu-a:1 shown hot")
+    elapsed = time.monotonic() - started
+    state = row.find_element("css selector", '[data-c="state"]').get_attribute("textContent")
+    assert state == "hot"
+    assert browser.execute_script("return window.fleetNotReloaded") is True
+    host = browser.find_element("css selector", 'tbody[data-host="gpu-a"]')
+    wait_until(lambda: host.get_attribute("data-hot") == "hot", 3.0, "gpu-a marked hot")
+    assert "95 °C" in host.find_element("css selector", "tr.host").get_attribute("textContent")
+    print(f"hot on the page {elapsed:.2f}s after the simulated config changed")

@@ -1,0 +1,113 @@
+"""The overview's rows and their live diffs, on synthetic snapshots (no hosts, no browser)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from fleet.server.stream import Frame
+from fleet.snapshot import AllocationInfo, FleetSnapshot
+from fleet.web.live import LiveRows
+from fleet.web.rows import STALE_AFTER_S, fleet_rows, sort_rows
+from tests.tui.fake_service import NOW, gpu, host
+
+MODEL = "NVIDIA H100 80GB HBM3"
+
+
+def fleet(util: float = 10.0, *, last_seen: float = NOW - 2) -> FleetSnapshot:
+    task = AllocationInfo(allocation_id=1, kind="task", owner="ana", task_id=7)
+    atlas = host("atlas", [gpu("atlas", 0, MODEL, 80, util, 0.1, 40, 100),
+                           gpu("atlas", 1, MODEL, 80, 90, 60, 88, 600, state="hot",
+                               allocation=task),
+                           gpu("atlas", 2, MODEL, 80, 50, 20, 50, 300, processes=1)],
+                 last_seen=last_seen)
+    down = host("bolt", [gpu("bolt", 0, MODEL, 80, 0, 0, 30, 60)], state="unreachable",
+                reason="connect timed out", last_seen=NOW - 600)
+    return FleetSnapshot(NOW, (atlas, down), frozenset({"atlas", "bolt"}))
+
+
+def test_cells_count_free_gpus_as_placement_does_and_say_why_not() -> None:
+    rows = fleet_rows(fleet(), NOW)
+    atlas = rows["atlas"]
+    assert atlas.cells["free"] == "1/3"  # GPU 1 is allocated and hot, GPU 2 runs someone's work
+    assert atlas.gpus["atlas:0"]["free"] == "free"
+    assert atlas.gpus["atlas:1"]["free"] == "GPU state hot"
+    assert "not started by fleet" in atlas.gpus["atlas:2"]["free"]
+    assert atlas.gpus["atlas:1"]["holder"] == "allocated to task 7 (ana)"
+    assert atlas.cells["temp"] == "88 °C" and atlas.cells["hot"] == "hot"
+    assert atlas.cells["util"] == "50 %" and atlas.cells["alloc"] == "ana"
+    assert atlas.cells["fresh"] == "live" and atlas.cells["tone"] == "ok"
+
+
+def test_down_and_stale_hosts_are_dimmed_and_say_why_in_words() -> None:
+    rows = fleet_rows(fleet(), NOW)
+    bolt = rows["bolt"]
+    assert bolt.cells["fresh"] == "down" and bolt.cells["tone"] == "dim"
+    assert bolt.cells["why"] == "unreachable: connect timed out (values from 10 min ago)"
+    assert bolt.gpus["bolt:0"]["tone"] == "dim"
+    stale = fleet_rows(fleet(last_seen=NOW - STALE_AFTER_S - 15), NOW)["atlas"]
+    assert stale.cells["fresh"] == "stale" and stale.cells["tone"] == "dim"
+    assert stale.cells["why"].startswith("stale: last reading 40s+ ago")
+
+
+def test_sort_orders_busiest_first_and_unknown_values_last() -> None:
+    rows = fleet_rows(fleet(), NOW).values()
+    assert [r.name for r in sort_rows(rows, "temp")] == ["atlas", "bolt"]
+    assert [r.name for r in sort_rows(rows, "state")] == ["bolt", "atlas"]
+    assert [r.name for r in sort_rows(rows, "name")] == ["atlas", "bolt"]
+
+
+def _frames(live: LiveRows) -> list[Frame | None]:
+    subscriber = next(iter(live.broadcaster.subscribers))
+    frames = []
+    while not subscriber.queue.empty():
+        frames.append(subscriber.queue.get_nowait())
+    return frames
+
+
+def _data(frame: Frame | None) -> tuple[str, dict[str, object]]:
+    assert frame is not None
+    event, data = frame.decode().splitlines()[:2]
+    return event.removeprefix("event: "), json.loads(data.removeprefix("data: "))
+
+
+async def test_only_changed_cells_are_sent_to_watchers() -> None:
+    live = LiveRows()
+    live.update(fleet())
+    assert live.version == 0  # nobody watches: nothing computed yet
+    live.broadcaster.subscribe(on_drop=lambda: None)
+    version, rows = live.current()
+    assert version == 1 and set(rows) == {"atlas", "bolt"}
+
+    changed = fleet(util=70.0)
+    live.update(replace(changed, changed=frozenset({"atlas"})))
+    [frame] = _frames(live)
+    event, data = _data(frame)
+    assert event == "rows" and data["v"] == 2
+    assert data["gpus"] == {"atlas:0": {"util": "70 %", "util_pct": "70"}}
+    assert data["hosts"] == {"atlas": {"util": "70 %", "util_pct": "70"}}
+
+    live.update(replace(changed, changed=frozenset({"atlas"})))
+    assert _frames(live) == []  # nothing differs: nothing is sent
+
+
+async def test_hosts_coming_or_going_ask_pages_to_reload() -> None:
+    live = LiveRows()
+    live.broadcaster.subscribe(on_drop=lambda: None)
+    live.update(fleet())
+    live.current()
+    _frames(live)
+    only_atlas = fleet()
+    live.update(replace(only_atlas, hosts=only_atlas.hosts[:1]))
+    [frame] = _frames(live)
+    assert _data(frame)[0] == "reload"
+    assert set(live.current()[1]) == {"atlas"}
+
+
+async def test_full_frame_has_every_cell() -> None:
+    live = LiveRows()
+    live.update(fleet())
+    event, data = _data(live.full_frame())
+    assert event == "rows"
+    assert set(data["hosts"]) == {"atlas", "bolt"}  # type: ignore[arg-type]
+    assert data["gpus"]["atlas:1"]["state"] == "hot"  # type: ignore[index]
