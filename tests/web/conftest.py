@@ -119,6 +119,16 @@ def start_web_server(lab: Cluster, base: Path, web_address: str, *extra: str,
     return server
 
 
+def restart_web_server(server: WebServer, names: Sequence[str]) -> None:
+    """Start the (stopped) server again with the same arguments, port, socket and database."""
+    assert server.process.poll() is not None
+    with open(server.log_path, "ab") as log_file:
+        server.process = subprocess.Popen(server.process.args, cwd=server.home, env=server.env,
+                                          stdin=subprocess.DEVNULL, stdout=log_file,
+                                          stderr=log_file)
+    wait_all_up(server, names)
+
+
 def wait_all_up(server: WebServer, names: Sequence[str],
                 headers: dict[str, str] | None = None) -> None:
     deadline = time.monotonic() + START_DEADLINE_S

@@ -157,3 +157,26 @@ def test_gpu_made_hot_turns_hot_on_the_open_page_within_3s(
     wait_until(lambda: host.get_attribute("data-hot") == "hot", 3.0, "gpu-a marked hot")
     assert "95 °C" in host.find_element("css selector", "tr.host").get_attribute("textContent")
     print(f"hot on the page {elapsed:.2f}s after the simulated config changed")
+
+
+def test_page_says_reconnecting_while_the_server_is_gone_and_catches_up(
+        web_server: WebServer, web_lab: Cluster, browser: Any) -> None:
+    from fleet.sim import scenarios
+    from tests.web.conftest import restart_web_server
+
+    open_page(browser, web_server.url)
+    browser.execute_script("window.fleetNotReloaded = true")
+    row = browser.find_element("css selector", 'tr[data-gpu="gpu-b:0"]')
+    assert row.get_attribute("data-tone") == "ok"
+    conn = browser.find_element("id", "conn")
+
+    web_server.stop()
+    wait_until(lambda: conn.text == "reconnecting…", 5, "the page says it lost the server")
+    hot = scenarios.hot_gpu(1, 0, temperature_c=96, host="gpu-b")
+    hot.gpus[0].name = HOSTILE_GPU_NAME
+    web_lab.host("gpu-b").set_gpus(hot)  # changes while no server watches
+    restart_web_server(web_server, [host.name for host in web_lab.hosts])
+
+    wait_until(lambda: conn.text == "live", 20, "the page reconnects by itself")
+    wait_until(lambda: row.get_attribute("data-tone") == "hot", 5, "it catches up: gpu-b:0 hot")
+    assert browser.execute_script("return window.fleetNotReloaded") is True
