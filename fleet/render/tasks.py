@@ -23,6 +23,7 @@ def task_to_json(row: TaskRow) -> dict[str, Any]:
     """A task as JSON (times in epoch seconds)."""
     return {
         "id": row.id, "name": row.name, "state": row.state, "exit_code": row.exit_code,
+        "timed_out": row.timed_out,
         "host": row.host, "gpus": [gpu.idx for gpu in row.gpus],
         "gpu_uuids": [gpu.uuid for gpu in row.gpus], "gpus_requested": row.gpus_requested,
         "owner": row.owner, "priority": row.priority, "script": row.script,

@@ -69,6 +69,7 @@ async def test_two_gpu_dispatch_gets_uuids_args_and_exit_code(dispatch_lab: LabF
     assert task["id"] == int(report["task"])
     assert task["host"] == "gpu1" and task["gpus"] == [0, 1]
     assert task["state"] == "failed" and task["exit_code"] == 3
+    assert task["timed_out"] is False  # failed by its own exit code, not the --timeout
     assert task["started_at"] is not None and task["ended_at"] is not None
     assert task["gpu_seconds"] is not None
     assert await _active_allocations(lab) == []
@@ -160,6 +161,7 @@ async def test_timeout_kills_detached_task(dispatch_lab: LabFactory) -> None:
     assert result.returncode == 124, result.stderr
     (task,) = await _tasks(lab)
     assert task["state"] == "failed" and "timed out" in str(task["error"])
+    assert task["timed_out"] is True  # a field, not a message prefix to recognise
     assert await _active_allocations(lab) == []
 
 
