@@ -19,7 +19,7 @@ LOCAL_INVENTORY = "hosts:\n  workstation:\n    connection: local\n"
 WITHOUT_JSON = {"fleet tui", "fleet demo", "fleet logs", "fleet serve"}  # interactive or a daemon
 SELECTING_HOSTS = {"fleet status", "fleet hosts", "fleet monitor", "fleet run",
                    "fleet history gpus", "fleet history hosts", "fleet events",
-                   "fleet reserve", "fleet dispatch"}
+                   "fleet reserve", "fleet dispatch", "fleet tui"}
 
 
 def _leaf_commands(command: click.Command, path: str = "fleet") -> Iterator[tuple[str, Any]]:
