@@ -27,6 +27,7 @@ from fleet.cli.serve_cmd import serve
 from fleet.cli.status_cmd import status
 from fleet.cli.tasks_cmd import cancel, logs, tasks
 from fleet.cli.tui_cmd import demo, tui
+from fleet.cli.web_cmd import web
 from fleet.errors import FleetError
 from fleet.render.exit_codes import EXIT_INTERRUPTED, render_exit_codes
 
@@ -98,6 +99,7 @@ cli.add_command(announce)
 cli.add_command(tui)
 cli.add_command(demo)
 cli.add_command(serve)
+cli.add_command(web)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,10 +99,11 @@ def client_home(lab: Cluster, base: Path) -> tuple[Path, dict[str, str]]:
 
 
 def start_web_server(lab: Cluster, base: Path, web_address: str, *extra: str,
-                     ready_headers: dict[str, str] | None = None) -> WebServer:
+                     ready_headers: dict[str, str] | None = None,
+                     socket_path: Path | None = None) -> WebServer:
     """`fleet serve --web ADDRESS` over `lab`; waits (bounded) until the page shows all hosts."""
     home, env = client_home(lab, base)
-    socket_path = base / "fleet.sock"
+    socket_path = socket_path or base / "fleet.sock"
     log_path = base / "serve.log"
     argv = [sys.executable, "-m", "fleet.cli.main", "--inventory", str(lab.inventory_file),
             "serve", "--accept-new", "--socket", str(socket_path), "--web", web_address, *extra]
