@@ -31,6 +31,7 @@ from fleet.services.health import HealthService
 from fleet.services.hosts import HostService
 from fleet.services.monitor import MonitorService
 from fleet.services.placement import PlacementService
+from fleet.services.usage import UsageService
 from fleet.ssh.options import SshOptions
 from fleet.storage import redact_url, storage_errors
 
@@ -59,6 +60,7 @@ class Fleet:
         self.health_service = HealthService(self.context)
         self.discovery_service = DiscoveryService(self.context)
         self.database_service = DatabaseService(self.context)
+        self.usage_service = UsageService(self.context)
 
         # hosts
         self.hosts = self.host_service.hosts
@@ -78,6 +80,7 @@ class Fleet:
         self.host_history = self.health_service.host_history
         self.drain = self.health_service.drain
         self.undrain = self.health_service.undrain
+        self.usage = self.usage_service.usage
         # placement
         self.candidates = self.placement_service.candidates
         self.place = self.placement_service.place

@@ -27,6 +27,7 @@ from fleet.cli.serve_cmd import serve
 from fleet.cli.status_cmd import status
 from fleet.cli.tasks_cmd import cancel, logs, tasks
 from fleet.cli.tui_cmd import demo, tui
+from fleet.cli.usage_cmd import usage
 from fleet.cli.web_cmd import web
 from fleet.errors import FleetError
 from fleet.render.exit_codes import EXIT_INTERRUPTED, render_exit_codes
@@ -81,6 +82,7 @@ cli.add_command(monitor)
 cli.add_command(config)
 cli.add_command(history)
 cli.add_command(events)
+cli.add_command(usage)
 cli.add_command(drain)
 cli.add_command(undrain)
 cli.add_command(db_group)

@@ -96,18 +96,10 @@ def _show_status(db_url: str | None, as_json: bool) -> int:
     """Print the database's controllers; ServerUnavailable (9) when none leads."""
     import dataclasses
 
-    from db.engine import open_database
     from fleet.errors import ServerUnavailable
-    from fleet.server.pair_status import controllers
-    from fleet.storage import storage_errors
+    from fleet.server.pair_status import read_controllers
 
-    with storage_errors(None):
-        database = open_database(db_url)
-    try:
-        found = controllers(database)
-        shown = database.display_url
-    finally:
-        database.close()
+    shown, found = read_controllers(db_url)
     if as_json:
         echo_json({"database": shown,
                    "controllers": [dataclasses.asdict(found_one) for found_one in found]})

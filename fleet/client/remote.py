@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Severity,
         TaskRow,
     )
+    from fleet.services.usage import UsageReport
     from fleet.snapshot import FleetSnapshot
     from fleet.wire.dispatch import PlaceReport
 
@@ -141,6 +142,15 @@ class RemoteFleet:
             "limit": "null" if limit is None else limit,  # no limit, not the default 100
             "newest_first": newest_first})
         return events.events_from_wire(reply)
+
+    async def usage(self, *, since: float, until: float | None = None,
+                    by: str = "user") -> UsageReport:
+        """Usage per user, group, host or GPU model (as `Fleet.usage`)."""
+        from fleet.wire import usage
+
+        reply = await self.transport.get("usage", usage.UsageReply,
+                                         {"since": since, "until": until, "by": by})
+        return usage.usage_from_wire(reply)
 
     async def allocations(self, active_only: bool = True) -> list[AllocationDetail]:
         """Who holds which GPU (active only by default)."""

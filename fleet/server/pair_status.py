@@ -36,6 +36,18 @@ def _parse(label: str, prefix: str) -> tuple[int | None, str]:
     return (int(pid) if pid.isdigit() else None), host
 
 
+def read_controllers(db_url: str | None) -> tuple[str, list[Controller]]:
+    """(the database as shown, its controllers) for `fleet serve --status`."""
+    from db.engine import open_database
+
+    with storage_errors(None):
+        database = open_database(db_url)
+    try:
+        return database.display_url, controllers(database)
+    finally:
+        database.close()
+
+
 def controllers(database: Database) -> list[Controller]:
     """The database's running servers, the leader first."""
     if database.engine.dialect.name == "postgresql":

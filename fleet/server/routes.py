@@ -19,7 +19,7 @@ from fleet.server.keys import BROADCASTER, FLEET, IDENTITIES, JOBS, LEADERSHIP
 from fleet.server.stream import Broadcaster
 from fleet.server.watch import watch
 from fleet.snapshot import FleetSnapshot
-from fleet.wire import allocations, drain, events, history, hosts, tasks
+from fleet.wire import allocations, drain, events, history, hosts, tasks, usage
 from fleet.wire.codec import API_PREFIX, WireError, decode
 from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import snapshot_to_wire
@@ -44,6 +44,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     on both.
 
         GET  /v1/status /v1/hosts /v1/managed /v1/tasks /v1/tasks/{id} /v1/events /v1/allocations
+        GET  /v1/usage                       `?since=&until=&by=user|group|host|gpu-model`
         GET  /v1/whoami
         GET  /v1/watch                       server-sent events, one `snapshot` event per change
         POST /v1/tasks                       dispatch; its events as server-sent events
@@ -70,6 +71,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app.router.add_post(f"{v1}/tasks/{{task_id:\\d+}}/cancel", cancel_task)
     app.router.add_post(f"{v1}/tasks/reconcile", leader_only(reconcile_tasks))
     app.router.add_get(f"{v1}/events", list_events)
+    app.router.add_get(f"{v1}/usage", usage_report)
     app.router.add_get(f"{v1}/allocations", list_allocations)
     app.router.add_post(f"{v1}/allocations/release", release)
     app.router.add_post(f"{v1}/reservations", reserve)
@@ -202,6 +204,14 @@ async def list_events(request: web.Request) -> web.Response:
         since=wanted.since, until=wanted.until, severity=wanted.severity, host=wanted.host,
         kind=wanted.kind, limit=wanted.limit, newest_first=wanted.newest_first)
     return json_reply(events.events_to_wire(rows))
+
+
+async def usage_report(request: web.Request) -> web.Response:
+    """GPU-hours held and busy, tasks and waits per user/group/host/model (`Fleet.usage`)."""
+    wanted = query(request, usage.UsageQuery)
+    report = await request.app[FLEET].usage(since=wanted.since, until=wanted.until,
+                                            by=wanted.by)
+    return json_reply(usage.usage_to_wire(report))
 
 
 async def list_allocations(request: web.Request) -> web.Response:
