@@ -25,7 +25,7 @@
     box.className = "chart";
     box.setAttribute("aria-label", title);
     holder.appendChild(box);
-    const width = Math.max(300, Math.min(holder.clientWidth, 640));
+    const width = Math.max(280, box.clientWidth);
     const options = {
       title, width, height: 220,
       scales: { x: { time: true, min: data.since, max: data.until } },
