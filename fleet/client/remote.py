@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.client.transport import Transport
 from fleet.errors import ServerUnavailable
-from fleet.wire import allocations, drain, events, hosts, tasks
+from fleet.wire import drain, events, tasks
 from fleet.wire.codec import decode
 from fleet.wire.identity import WhoAmI
-from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
+
+# The snapshot, host and allocation wire modules (~16 ms of imports together, fleet.snapshot
+# and fleet.model's dataclasses) load in the methods that use them: `fleet dispatch` needs none.
 
 if TYPE_CHECKING:
     from fleet.dispatch.ending import Ending, ReconcileReport
@@ -66,6 +68,8 @@ class RemoteFleet:
 
     async def live_snapshot(self, pattern: str | None = None) -> FleetSnapshot:
         """The server monitor's latest snapshot (of the hosts matching `pattern`)."""
+        from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
+
         wire = await self.transport.get("status", SnapshotWire, {"hosts": pattern})
         self._latest = snapshot_from_wire(wire)
         return self._latest
@@ -92,10 +96,13 @@ class RemoteFleet:
                     ) -> AsyncGenerator[FleetSnapshot, None]:
         """The latest snapshot, then every change, streamed by the server (whose monitor runs
         with its own settings: `settings` is not used)."""
-        async for event, data in self.transport.events("watch", {"hosts": pattern}):
-            if event == "snapshot":
-                self._latest = snapshot_from_wire(decode(data, SnapshotWire))
-                yield self._latest
+        from fleet.wire.snapshot import SnapshotWire, snapshot_from_wire
+
+        async with aclosing(self.transport.events("watch", {"hosts": pattern})) as stream:
+            async for event, data in stream:
+                if event == "snapshot":
+                    self._latest = snapshot_from_wire(decode(data, SnapshotWire))
+                    yield self._latest
 
     async def whoami(self) -> WhoAmI:
         """Who the server sees at this end of the socket."""
@@ -105,10 +112,14 @@ class RemoteFleet:
 
     async def registered_hosts(self) -> list[HostRow]:
         """Every host the server's database knows."""
+        from fleet.wire import hosts
+
         return hosts.hosts_from_wire(await self.transport.get("hosts", hosts.HostList))
 
     async def managed_hosts(self, pattern: str | None = None) -> tuple[HostSpec, ...]:
         """The server's managed hosts matching `pattern` (ConfigError for a typo)."""
+        from fleet.wire import hosts
+
         reply = await self.transport.get("managed", hosts.ManagedList, {"hosts": pattern})
         return hosts.managed_from_wire(reply)
 
@@ -154,6 +165,8 @@ class RemoteFleet:
 
     async def allocations(self, active_only: bool = True) -> list[AllocationDetail]:
         """Who holds which GPU (active only by default)."""
+        from fleet.wire import allocations
+
         reply = await self.transport.get("allocations", allocations.AllocationList,
                                          {"active_only": active_only})
         return allocations.allocations_from_wire(reply)
@@ -169,6 +182,8 @@ class RemoteFleet:
 
     async def release(self, allocation_ids: Sequence[int], *, force: bool = False) -> list[int]:
         """Release allocations by id (your own, or anyone's as an admin)."""
+        from fleet.wire import allocations
+
         reply = await self.transport.post(
             "allocations/release",
             allocations.ReleaseRequest(ids=tuple(allocation_ids), force=force),
@@ -178,6 +193,8 @@ class RemoteFleet:
     async def release_mine(self, owner: str | None = None) -> list[int]:
         """Release every reservation you hold (the server knows who you are: `owner` is
         not sent)."""
+        from fleet.wire import allocations
+
         reply = await self.transport.post("allocations/release",
                                           allocations.ReleaseRequest(all_mine=True),
                                           allocations.ReleaseResult)
@@ -186,6 +203,8 @@ class RemoteFleet:
     async def reserve(self, request: PlacementRequest, *, duration_s: float | None = None,
                       note: str | None = None, owner: str | None = None) -> Claim:
         """Hold GPUs; the owner is your Unix user (`owner` is not sent)."""
+        from fleet.wire import allocations
+
         reply = await self.transport.post(
             "reservations", allocations.ReserveRequest(request.to_dict(), duration_s, note),
             allocations.ClaimWire)
@@ -195,6 +214,8 @@ class RemoteFleet:
                            duration_s: float | None = None, note: str | None = None,
                            owner: str | None = None) -> Claim:
         """Hold exactly these GPUs of `host` (all or none); the owner is your Unix user."""
+        from fleet.wire import allocations
+
         reply = await self.transport.post(
             "reservations/gpus",
             allocations.ReserveGpusRequest(host, tuple(gpu_indices), duration_s, note),

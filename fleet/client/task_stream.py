@@ -61,24 +61,25 @@ class DispatchStream:
 
     async def read(self, submitted: wire.SubmitRequest) -> None:
         """Read events until the task ended (or, not following, started)."""
-        async for event, data in self.transport.events("tasks", body=submitted):
-            if event == "submitted":
-                self.task_id = decode(data, wire.SubmittedEvent).task_id
-            elif event == "waiting" and self.on_wait is not None:
-                self.on_wait(decode(data, wire.WaitingEvent).message)
-            elif event == "started":
-                self.started = started_task(decode(data, wire.StartedEvent))
-                if self.on_started is not None:
-                    self.on_started(self.started)
-                if not submitted.follow:
+        async with contextlib.aclosing(self.transport.events("tasks", body=submitted)) as events:
+            async for event, data in events:
+                if event == "submitted":
+                    self.task_id = decode(data, wire.SubmittedEvent).task_id
+                elif event == "waiting" and self.on_wait is not None:
+                    self.on_wait(decode(data, wire.WaitingEvent).message)
+                elif event == "started":
+                    self.started = started_task(decode(data, wire.StartedEvent))
+                    if self.on_started is not None:
+                        self.on_started(self.started)
+                    if not submitted.follow:
+                        return
+                elif event == "output" and self.on_output is not None:
+                    self.on_output(decode(data, wire.OutputEvent).data)
+                elif event == "ended":
+                    self.ending = ending_of(decode(data, wire.EndedEvent))
                     return
-            elif event == "output" and self.on_output is not None:
-                self.on_output(decode(data, wire.OutputEvent).data)
-            elif event == "ended":
-                self.ending = ending_of(decode(data, wire.EndedEvent))
-                return
-            elif event == "error":
-                raise error_from_wire(decode(data, ErrorReply).error)
+                elif event == "error":
+                    raise error_from_wire(decode(data, ErrorReply).error)
         raise ServerUnavailable("the server ended the stream before the task's end")
 
     def lost(self, exc: ServerUnavailable) -> ServerUnavailable:
@@ -135,13 +136,14 @@ async def read_log(transport: Transport, task_id: int, *, on_output: OutputCallb
     params = {"follow": follow, "lost_after_s": lost_after_s}
 
     async def read() -> TaskRow:
-        async for event, data in transport.events(f"tasks/{task_id}/log", params):
-            if event == "output":
-                on_output(decode(data, wire.OutputEvent).data)
-            elif event == "task":
-                return tasks.task_from_wire(decode(data, tasks.TaskWire))
-            elif event == "error":
-                raise error_from_wire(decode(data, ErrorReply).error)
+        async with contextlib.aclosing(transport.events(f"tasks/{task_id}/log", params)) as log:
+            async for event, data in log:
+                if event == "output":
+                    on_output(decode(data, wire.OutputEvent).data)
+                elif event == "task":
+                    return tasks.task_from_wire(decode(data, tasks.TaskWire))
+                elif event == "error":
+                    raise error_from_wire(decode(data, ErrorReply).error)
         raise ServerUnavailable(f"the server ended task {task_id}'s log before its end")
 
     reader = asyncio.ensure_future(read())

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
-import aiohttp
-
+from fleet.client.http import Exchange, ExchangeError
 from fleet.errors import FleetError, ServerUnavailable
 from fleet.wire.codec import API_PREFIX, JSON, WireError, decode, encode
 from fleet.wire.errors import ErrorReply, error_from_wire
@@ -19,28 +20,42 @@ CONNECT_TIMEOUT_S = 5.0
 # The server sends a keepalive comment every 15 s; silence this long means it is gone.
 STREAM_IDLE_TIMEOUT_S = 45.0
 MAX_EVENT_BYTES = 64 << 20
-BASE_URL = "http://fleet"  # the host part is ignored on a Unix socket
+# A reply bigger than this is not one fleet serve sends (a 10,000-task list is a few MB).
+MAX_REPLY_BYTES = 256 << 20
 
 
 class Transport:
-    """One aiohttp session on one socket; `async with` closes it.
+    """Requests to the `fleet serve` on one socket, each on its own connection
+    (fleet.client.http).
 
     Every request has a deadline; a socket that is missing, refuses, or answers something that is
-    not fleet's wire format is ServerUnavailable (exit code 9), never a raw aiohttp error.
+    not fleet's wire format is ServerUnavailable (exit code 9), never a raw socket or HTTP error.
     """
 
     def __init__(self, socket_path: Path) -> None:
         self.socket_path = socket_path
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.UnixConnector(path=str(socket_path)),
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
+        self._open_exchanges: set[Exchange] = set()
 
     async def close(self) -> None:
-        """Close the session and its connection."""
-        await self.session.close()
+        """Close any connection still open (a stream left unread)."""
+        for exchange in list(self._open_exchanges):
+            self._done(exchange)
 
     def _unavailable(self, why: object) -> ServerUnavailable:
         return ServerUnavailable(f"cannot reach fleet serve at {self.socket_path}: {why}")
+
+    async def _open(self) -> Exchange:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                exchange = await Exchange.open(str(self.socket_path))
+        except TimeoutError as exc:
+            raise self._unavailable(f"no connection within {CONNECT_TIMEOUT_S:g}s") from exc
+        self._open_exchanges.add(exchange)
+        return exchange
+
+    def _done(self, exchange: Exchange) -> None:
+        self._open_exchanges.discard(exchange)
+        exchange.close()
 
     async def get(self, path: str, kind: type[T], params: Mapping[str, Any] | None = None,
                   timeout_s: float = REQUEST_TIMEOUT_S) -> T:
@@ -54,20 +69,20 @@ class Transport:
 
     async def _call(self, method: str, path: str, kind: type[T], data: bytes | None,
                     params: Mapping[str, Any] | None, timeout_s: float) -> T:
-        url = f"{BASE_URL}{API_PREFIX}/{path}"
         try:
-            async with self.session.request(
-                    method, url, data=data, params=_query(params),
-                    headers={"Content-Type": JSON} if data is not None else None,
-                    timeout=aiohttp.ClientTimeout(total=timeout_s,
-                                                  connect=CONNECT_TIMEOUT_S)) as reply:
-                payload = await reply.read()
-                status = reply.status
-        except (aiohttp.ClientError, OSError) as exc:
-            raise self._unavailable(exc or type(exc).__name__) from exc
-        except TimeoutError as exc:
+            async with asyncio.timeout(timeout_s):
+                exchange = await self._open()
+                try:
+                    status = await exchange.send(method, _target(path, params), data,
+                                                 JSON if data is not None else None)
+                    payload = await exchange.read_body(MAX_REPLY_BYTES)
+                finally:
+                    self._done(exchange)
+        except TimeoutError as exc:  # before OSError: TimeoutError is one
             raise self._unavailable(f"no answer to {method} {path} within {timeout_s:g}s") \
                 from exc
+        except (ExchangeError, OSError) as exc:
+            raise self._unavailable(_reason(exc)) from exc
         return self._decode(status, payload, kind)
 
     def _decode(self, status: int, payload: bytes, kind: type[T]) -> T:
@@ -79,33 +94,49 @@ class Transport:
             raise self._unavailable(f"HTTP {status} with an unreadable body ({exc})") from exc
 
     async def events(self, path: str, params: Mapping[str, Any] | None = None, *,
-                     body: object | None = None) -> AsyncIterator[tuple[str, bytes]]:
+                     body: object | None = None) -> AsyncGenerator[tuple[str, bytes], None]:
         """Server-sent events of GET /v1/PATH (POST with `body`) as (event, data) pairs until
-        the stream ends."""
-        url = f"{BASE_URL}{API_PREFIX}/{path}"
-        timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S,
-                                        sock_read=STREAM_IDLE_TIMEOUT_S)
+        the stream ends. Closing the generator (or cancelling its reader) closes the
+        connection, which the server takes as the client going away."""
         method, data = ("GET", None) if body is None else ("POST", encode(body))
         try:
-            async with self.session.request(
-                    method, url, params=_query(params), data=data, timeout=timeout,
-                    headers={"Content-Type": JSON} if data is not None else None) as reply:
-                if reply.status >= 400:
-                    self._decode(reply.status, await reply.read(), ErrorReply)
-                buffer = b""
-                async for chunk in reply.content.iter_any():
-                    buffer += chunk
-                    if len(buffer) > MAX_EVENT_BYTES:
-                        raise self._unavailable(f"an event over {MAX_EVENT_BYTES} bytes")
-                    while b"\n\n" in buffer:
-                        raw, buffer = buffer.split(b"\n\n", 1)
-                        parsed = _parse_event(raw)
-                        if parsed is not None:
-                            yield parsed
+            exchange = await self._open()
+            try:
+                async with asyncio.timeout(STREAM_IDLE_TIMEOUT_S):
+                    status = await exchange.send(method, _target(path, params), data,
+                                                 JSON if data is not None else None)
+                    if status >= 400:
+                        self._decode(status, await exchange.read_body(MAX_REPLY_BYTES),
+                                     ErrorReply)
+                async for raw in _split_events(exchange.chunks(STREAM_IDLE_TIMEOUT_S)):
+                    parsed = _parse_event(raw)
+                    if parsed is not None:
+                        yield parsed
+            finally:
+                self._done(exchange)
         except FleetError:
             raise
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise self._unavailable(exc or type(exc).__name__) from exc
+        except TimeoutError as exc:
+            raise self._unavailable(f"nothing from the server for {STREAM_IDLE_TIMEOUT_S:g}s "
+                                    f"on {method} {path}") from exc
+        except (ExchangeError, OSError) as exc:
+            raise self._unavailable(_reason(exc)) from exc
+
+
+async def _split_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The blank-line-separated blocks of an event stream (ExchangeError for one over
+    MAX_EVENT_BYTES); a last block without its blank line is dropped, as SSE says."""
+    buffer = bytearray()
+    async for chunk in chunks:
+        searched = max(len(buffer) - 1, 0)  # a separator may straddle two chunks
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n\n", max(start, searched))) >= 0:
+            yield bytes(buffer[start:end])
+            start = end + 2
+        del buffer[:start]
+        if len(buffer) > MAX_EVENT_BYTES:
+            raise ExchangeError(f"an event over {MAX_EVENT_BYTES} bytes")
 
 
 def _parse_event(raw: bytes) -> tuple[str, bytes] | None:
@@ -119,14 +150,22 @@ def _parse_event(raw: bytes) -> tuple[str, bytes] | None:
     return (event, b"\n".join(data)) if data else None
 
 
-def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]] | None:
-    """Query pairs: None left out, sequences repeated, booleans as true/false."""
+def _reason(exc: BaseException) -> str:
+    """What went wrong, for a message: the OS's words for a socket error."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _target(path: str, params: Mapping[str, Any] | None) -> str:
+    """/v1/PATH?query: None left out, sequences repeated, booleans as true/false."""
+    target = f"{API_PREFIX}/{path}"
     if params is None:
-        return None
+        return target
     pairs: list[tuple[str, str]] = []
     for key, value in params.items():
         values = value if isinstance(value, list | tuple) else [value]
         for item in values:
             if item is not None:
                 pairs.append((key, str(item).lower() if isinstance(item, bool) else str(item)))
-    return pairs
+    return f"{target}?{urlencode(pairs, quote_via=quote)}" if pairs else target
