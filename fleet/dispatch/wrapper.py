@@ -19,7 +19,10 @@ from fleet.dispatch.spec import CONTROL_DIR, TaskLaunch
 
 TASKS_BASE = ".fleet/tasks"  # relative to the remote user's $HOME
 RUN_BASE = ".fleet/run"  # `fleet run script.py` temporary directories
-PID_WAIT_STEPS = 200  # launcher waits at most this × 0.05 s for the pid file
+# The launcher looks for the pid file every PID_WAIT_STEP_S, at most PID_WAIT_STEPS times (10 s):
+# the wrapper writes it within milliseconds, and each step is latency on every dispatch.
+PID_WAIT_STEP_S = "0.01"
+PID_WAIT_STEPS = 1000
 STATUS_EXIT = "EXIT"
 STATUS_RUNNING = "RUNNING"
 STATUS_STARTING = "STARTING"
@@ -123,7 +126,7 @@ def launch_command(task_dir: str) -> str:
         'setsid -f /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1; '
         'else setsid /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1 & fi; '
         f'i=0; while [ ! -s "$c/pid" ] && [ ! -e "$c/exit" ] && [ "$i" -lt {PID_WAIT_STEPS} ]; '
-        'do sleep 0.05; i=$((i+1)); done; cat "$c/pid" 2>/dev/null; true'
+        f'do sleep {PID_WAIT_STEP_S}; i=$((i+1)); done; cat "$c/pid" 2>/dev/null; true'
     )
 
 
