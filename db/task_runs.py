@@ -1,13 +1,15 @@
-"""Queries for running tasks: host-contact times, peak GPU memory during a task, queue order."""
+"""Queries for running tasks: host-contact times, peak GPU memory during a task, and what
+orders the queue (the queued tasks, their owners' recent holdings)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from db.models import GpuSample, Task
+from db.models import Allocation, GpuSample, Task
 
 
 def mark_checked(session: Session, task_id: int, now: int) -> None:
@@ -38,23 +40,34 @@ def peak_memory_used(
     return int(value) if value is not None else None
 
 
-def queued_ahead(session: Session, task_id: int) -> list[int]:
-    """Ids of queued tasks that come before `task_id` (higher priority, or same and older)."""
-    mine = session.execute(
-        select(Task.priority, Task.submitted_at).where(Task.id == task_id)
-    ).one_or_none()
-    if mine is None:
-        raise LookupError(f"no task with id {task_id}")
-    priority, submitted_at = mine
-    query = (
-        select(Task.id)
-        .where(Task.state == "queued", Task.id != task_id)
-        .where(
-            (Task.priority > priority)
-            | ((Task.priority == priority) & (Task.submitted_at < submitted_at))
-            | ((Task.priority == priority) & (Task.submitted_at == submitted_at)
-               & (Task.id < task_id))
-        )
-        .order_by(Task.priority.desc(), Task.submitted_at, Task.id)
-    )
-    return list(session.scalars(query))
+@dataclass(frozen=True)
+class QueuedTask:
+    """A task waiting in the queue: what orders it (priority, owner, submission) and its
+    waiter's last heartbeat."""
+
+    id: int
+    owner: str
+    priority: int
+    submitted_at: int
+    checked_at: int | None
+
+
+def queued_tasks(session: Session) -> list[QueuedTask]:
+    """Every queued task, by id."""
+    rows = session.execute(select(Task.id, Task.owner, Task.priority, Task.submitted_at,
+                                  Task.checked_at).where(Task.state == "queued")
+                           .order_by(Task.id))
+    return [QueuedTask(*row) for row in rows]
+
+
+def held_since(session: Session, owners: Collection[str], since_s: int
+               ) -> list[tuple[str, int, int | None]]:
+    """(owner, created_at, released_at) of the owners' allocations still held after since_s."""
+    if not owners:
+        return []
+    rows = session.execute(
+        select(Allocation.owner, Allocation.created_at, Allocation.released_at)
+        .where(Allocation.owner.in_(list(owners)),
+               (Allocation.released_at.is_(None)) | (Allocation.released_at > since_s)))
+    return [(owner, int(created), None if released is None else int(released))
+            for owner, created, released in rows]

@@ -1,6 +1,7 @@
 """Waiting for GPUs in a fair queue kept in the database (`fleet dispatch --wait`).
 
-Queued tasks are ordered by priority (high first), then submission time, then id. Each waiting
+Queued tasks are ordered by priority (high first), then fair share (the owner with the fewest
+recent GPU-hours first, fleet.dispatch.fair_share), then submission time, then id. Each waiting
 dispatcher polls with a bounded, growing interval. It may claim only when its placement fits and
 no task ahead of it in the queue would be placed on any of the same GPUs right now (so later
 small tasks may backfill GPUs the head of the queue cannot use, never take the ones it can).
@@ -14,12 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
+from fleet.dispatch.fair_share import QueueSettings
 from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
 
 if TYPE_CHECKING:
+    from db.task_runs import QueuedTask
     from fleet.context import FleetContext
     from fleet.placement.candidates import CandidateSet
     from fleet.placement.claim import Claim
@@ -34,30 +38,56 @@ PROBE_EVERY_S = 30.0
 WAITER_STALE_S = 60.0
 
 
-def _requests_ahead(context: FleetContext, task_id: int) -> list[PlacementRequest]:
-    """Placement requests of live queued tasks ahead of `task_id` (and refresh its heartbeat)."""
-    from db.task_runs import checked_at, mark_checked, queued_ahead
+@dataclass(frozen=True)
+class QueuePlace:
+    """Where a queued task stands: the placement requests of the live tasks ahead of it, and
+    why they are ahead (fair share) in words."""
+
+    ahead: list[PlacementRequest]
+    why: str
+
+
+def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings) -> QueuePlace:
+    """The live queued tasks ahead of `task_id` in the queue's order (and refresh its
+    heartbeat)."""
+    from db.task_runs import held_since, mark_checked, queued_tasks
     from db.tasks import get_task
+    from fleet.dispatch.fair_share import decayed_gpu_hours, horizon_s, queue_order
     from fleet.placement.request import PlacementRequest
 
-    now = records.now_s()
+    now = context.now()
     with context.database.session() as session:
-        mark_checked(session, task_id, now)
-        ahead = queued_ahead(session, task_id)
-        heartbeats = checked_at(session, ahead)
-        rows = [get_task(session, other) for other in ahead]
+        mark_checked(session, task_id, int(now))
+        queued = [task for task in queued_tasks(session)
+                  if task.id == task_id or now - (task.checked_at or task.submitted_at)
+                  <= WAITER_STALE_S]
+        usage = None
+        if settings.fair_share:
+            half_life = settings.fair_share_half_life
+            held = held_since(session, {task.owner for task in queued}, horizon_s(now, half_life))
+            usage = decayed_gpu_hours(held, now, half_life)
+        order = queue_order(queued, usage)
+        position = next((i for i, task in enumerate(order) if task.id == task_id), len(order))
+        rows = [get_task(session, task.id) for task in order[:position]]
     requests = []
     for row in rows:
         if row is None:
-            continue
-        beat = heartbeats.get(row.id) or row.submitted_at
-        if now - beat > WAITER_STALE_S:
             continue
         try:
             requests.append(PlacementRequest.from_dict(dict(row.constraints["placement"])))
         except (KeyError, TypeError, ValueError, ConfigError):
             continue  # a row fleet did not write this way cannot hold the queue
-    return requests
+    return QueuePlace(requests, _why(order, position, usage))
+
+
+def _why(order: list[QueuedTask], position: int, usage: dict[str, float] | None) -> str:
+    """`position 2 of 5; fair share: ann 10.0 recent GPU-h, bob 0.0` (owners in queue order)."""
+    where = f"position {position + 1} of {len(order)}"
+    if usage is None or position == 0:
+        return where
+    owners = list(dict.fromkeys(task.owner for task in order[:position + 1]))
+    shares = ", ".join(f"{owner} {usage.get(owner, 0.0):.1f}" for owner in owners)
+    return f"{where}; fair share (recent GPU-h): {shares}"
 
 
 def blocked_by_ahead(mine: tuple[str, tuple[int, ...]], ahead: list[PlacementRequest],
@@ -85,9 +115,11 @@ async def wait_and_claim(
     on_wait: Callable[[str], None] | None = None,
 ) -> Claim:
     """Wait (at most `timeout_s`) until the queued task may claim GPUs, then claim them."""
+    from fleet.monitor.config import load_settings
     from fleet.placement.claim import claim
     from fleet.placement.place import place
 
+    queue_settings = load_settings(context.inventory).section("queue", QueueSettings)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     interval = MIN_POLL_S
@@ -99,7 +131,8 @@ async def wait_and_claim(
         if probe:
             last_probe = loop.time()
         allocations = await placement.active_allocations()
-        ahead = await asyncio.to_thread(_requests_ahead, context, task_id)
+        standing = await asyncio.to_thread(_place_in_queue, context, task_id, queue_settings)
+        ahead = standing.ahead
         now = time.time()
         result = place(request, candidates, allocations, now)
         if result.host is not None and not blocked_by_ahead(
@@ -109,8 +142,9 @@ async def wait_and_claim(
             if taken is not None:
                 return taken
             interval = MIN_POLL_S
-        message = (f"task {task_id} queued: {len(ahead)} ahead; " + result.summary()
-                   if result.host is None else f"task {task_id} queued behind {len(ahead)} task(s)")
+        message = (f"task {task_id} queued ({standing.why}): {len(ahead)} ahead; "
+                   + result.summary() if result.host is None
+                   else f"task {task_id} queued behind {len(ahead)} task(s) ({standing.why})")
         if on_wait is not None and message != told:
             on_wait(message)
             told = message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fleet.dispatch.fair_share import QueueSettings
 from fleet.health.hooks import HookSettings
 from fleet.health.retention import RetentionSettings
 from fleet.health.rules import HealthSettings
@@ -16,6 +17,7 @@ SECTIONS: dict[str, type] = {
     "hooks": HookSettings,
     "retention": RetentionSettings,
     "serve": ServeSettings,
+    "queue": QueueSettings,
 }
 
 # Sections that live in the same settings file but are validated by their own feature when it
