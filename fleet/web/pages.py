@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from fleet.inventory.select import host_matches
-from fleet.web.rows import SORT_KEYS, HostRows, sort_rows
+from fleet.web.rows import SORT_KEYS, HostRows, blank_gpu, sort_rows
 from fleet.web.site import WEB
 from fleet.web.templates import render
 
@@ -20,15 +20,21 @@ RECENT_EVENTS = 20
 
 
 def add_pages(app: web.Application) -> None:
-    """GET / (overview), /hosts/{name} (detail) and /live (the overview's changes)."""
+    """GET / (overview), /hosts/{name} (detail), /live and /live/gpus (their changes)."""
     app.router.add_get("/", overview)
     app.router.add_get("/hosts/{name}", host_detail)
     app.router.add_get("/live", live)
+    app.router.add_get("/live/gpus", live_gpus)
 
 
 async def live(request: web.Request) -> web.StreamResponse:
     """The live rows' server-sent events (fleet.web.live)."""
     return await request.app[WEB].live.watch(request)
+
+
+async def live_gpus(request: web.Request) -> web.StreamResponse:
+    """The GPU rows' server-sent events for the hosts a page shows expanded."""
+    return await request.app[WEB].live.watch_gpus(request)
 
 
 def _bad_request(message: str) -> web.HTTPBadRequest:
@@ -46,7 +52,7 @@ async def overview(request: web.Request) -> web.Response:
              if host_matches(pattern or None, row.name, row.groups, row.labels)]
     return render(request, "overview.html", page="overview", version=version,
                   rows=sort_rows(shown, sort), total=len(rows), pattern=pattern, sort=sort,
-                  sort_keys=SORT_KEYS)
+                  sort_keys=SORT_KEYS, blank_gpu=blank_gpu())
 
 
 @dataclass(frozen=True)

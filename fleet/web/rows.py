@@ -21,6 +21,8 @@ STALE_AFTER_S = DEFAULT_MAX_SAMPLE_AGE_S
 Cells = dict[str, str]
 # The sort keys the overview accepts (?sort=), each the name of a host cell.
 SORT_KEYS = ("name", "state", "free", "util", "temp", "power", "load")
+# Cells that exist only to sort by; pages never show them, so the live stream leaves them out.
+SORT_ONLY_CELLS = frozenset({"free_n", "temp_n", "power_n"})
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,16 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{int(seconds // 60)} min"
     return f"{int(seconds // 3600)} h"
+
+
+# The cells of every GPU row, in gpu_cells' order.
+GPU_CELLS = ("index", "name", "state", "tone", "free", "util", "util_pct", "mem", "mem_pct",
+             "temp", "power", "holder", "fresh")
+
+
+def blank_gpu() -> Cells:
+    """A GPU row with no values yet (what pages fill from the live stream)."""
+    return {key: "ok" if key == "tone" else "" for key in GPU_CELLS}
 
 
 def gpu_cells(host: HostSnapshot, gpu: GpuSnapshot, now: float, mark: str) -> Cells:

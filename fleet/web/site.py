@@ -122,7 +122,7 @@ class WebView:
 
     async def close(self) -> None:
         """Stop listening and following; open pages see their streams end."""
-        self.context.live.broadcaster.close()
+        self.context.live.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._follower is not None:

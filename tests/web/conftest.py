@@ -210,6 +210,19 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
     raise AssertionError(f"{what}: not within {timeout_s}s (last: {last!r})")
 
 
+def visit(driver: Any, url: str, attempts: int = 3) -> None:
+    """Open `url`; again (bounded) when Chromium aborted it for a network change.
+
+    Other tests on this machine add and remove network namespaces and links; Chromium takes
+    that for a network change and aborts a navigation under way (ERR_NETWORK_CHANGED).
+    """
+    for _attempt in range(attempts):
+        driver.get(url)
+        if driver.title.endswith("— fleet"):  # every page of ours, error pages too
+            return
+        time.sleep(0.5)  # Chromium's own error page (its title is the host)
+
+
 def browser_errors(driver: Any) -> list[str]:
     """Console errors the page logged (a CSP violation shows up here)."""
     return [entry["message"] for entry in driver.get_log("browser")

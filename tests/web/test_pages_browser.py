@@ -17,6 +17,7 @@ from tests.web.conftest import (
     WebServer,
     browser_errors,
     fetch,
+    visit,
     wait_until,
 )
 
@@ -32,8 +33,18 @@ def screenshot(driver: Any, name: str) -> None:
         driver.save_screenshot(str(Path(SCREENSHOTS) / f"web-{name}.png"))
 
 
+def expand(driver: Any, host: str, index: int = 0) -> Any:
+    """Expand `host` with the keyboard (Enter on its button); its GPU row `index`, once filled."""
+    driver.find_element("css selector", f'tbody[data-host="{host}"] button.expand').send_keys(
+        "\n")
+    return wait_until(lambda: next(row for row in driver.find_elements(
+        "css selector", f'tr[data-gpu="{host}:{index}"]') if row.get_attribute("data-tone")
+        and row.find_element("css selector", '[data-c="state"]').text), 5,
+        f"{host}:{index} shown")
+
+
 def open_page(driver: Any, url: str) -> None:
-    driver.get(url)
+    visit(driver, url)
     wait_until(lambda: driver.find_element("id", "conn").text == "live", 10,
                "the page's live stream connects")
 
@@ -43,36 +54,41 @@ def test_overview_lists_every_host_and_gpu_and_expands(
     open_page(browser, web_server.url)
     hosts = browser.find_elements("css selector", "tbody[data-host]")
     assert sorted(h.get_attribute("data-host") for h in hosts) == ["cpu1", "gpu-a", "gpu-b"]
-    gpu_rows = browser.find_elements("css selector", "tr[data-gpu]")
-    assert sorted(row.get_attribute("data-gpu") for row in gpu_rows) == \
-        ["gpu-a:0", "gpu-a:1", "gpu-b:0"]
-    assert not any(row.is_displayed() for row in gpu_rows)  # collapsed until asked
+    assert not browser.find_elements("css selector", "tr[data-gpu]")  # until a host is expanded
 
-    # Keyboard only: tab to "Show all GPUs" and press it.
+    # Keyboard only: "Show all GPUs" is a button; press it with the space bar.
     expand_all = browser.find_element("id", "expand-all")
     expand_all.send_keys(" ")
-    wait_until(lambda: all(row.is_displayed() for row in gpu_rows), 3, "GPU rows shown")
+    wait_until(lambda: sorted(row.get_attribute("data-gpu") for row in browser.find_elements(
+        "css selector", "tr[data-gpu]") if row.is_displayed()) == ["gpu-a:0", "gpu-a:1",
+                                                                    "gpu-b:0"],
+        5, "every GPU row shown")
     gpu_a = browser.find_element("css selector", 'tbody[data-host="gpu-a"] tr.host')
     assert "2/2" in gpu_a.text and "up" in gpu_a.text
     cpu1 = browser.find_element("css selector", 'tbody[data-host="cpu1"] tr.host')
     assert "0/0" in cpu1.text
-    assert browser.find_element("css selector", 'tr[data-gpu="gpu-a:0"]').text.count("free")
+    wait_until(lambda: "free" in browser.find_element("css selector",
+                                                      'tr[data-gpu="gpu-a:0"]').text,
+               3, "gpu-a:0 filled in")
+    assert "NVIDIA A100" in browser.find_element("css selector", 'tr[data-gpu="gpu-a:0"]').text
     screenshot(browser, "overview")
     assert not [e for e in browser_errors(browser) if "favicon" not in e]
 
 
 def test_hostile_gpu_name_is_text_no_script_runs_and_csp_is_sent(
         web_server: WebServer, browser: Any) -> None:
-    status, headers, body = fetch(web_server.url)
+    status, headers, body = fetch(web_server.url + "hosts/gpu-b")
     assert status == 200
     policy = headers["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     assert "<script>alert" not in body  # escaped by the template
     assert "&lt;script&gt;alert(&#34;gpu&#34;)&lt;/script&gt;" in body
 
-    open_page(browser, web_server.url)
+    open_page(browser, web_server.url)  # the overview's GPU rows come from the live stream
+    expand(browser, "gpu-b")
     name_cell = browser.find_element("css selector", 'tr[data-gpu="gpu-b:0"] [data-c="name"]')
-    assert name_cell.get_attribute("textContent") == HOSTILE_GPU_NAME
+    wait_until(lambda: name_cell.get_attribute("textContent") == HOSTILE_GPU_NAME, 5,
+               "the hostile name shown as text")
     scripts = [s.get_attribute("src") for s in browser.find_elements("css selector", "script")]
     assert [src.split("/", 3)[3] for src in scripts] == [p.lstrip("/") for p in
                                                          SCRIPTS_OF_OVERVIEW]
@@ -84,7 +100,7 @@ def test_hostile_gpu_name_is_text_no_script_runs_and_csp_is_sent(
         browser.switch_to.alert.text  # noqa: B018 (reading it is the check)
 
     # Host detail: the same name inside its JSON chart data stays inert too.
-    browser.get(web_server.url + "hosts/gpu-b?window=5m")
+    visit(browser, web_server.url + "hosts/gpu-b?window=5m")
     assert browser.find_element("css selector", '[data-c="name"]').get_attribute(
         "textContent") == HOSTILE_GPU_NAME
     with pytest.raises(NoAlertPresentException):
@@ -94,7 +110,7 @@ def test_hostile_gpu_name_is_text_no_script_runs_and_csp_is_sent(
 def test_host_detail_draws_history_charts_with_points(
         web_server: WebServer, browser: Any) -> None:
     time.sleep(1.5)  # a few 0.25 s samples reach the database (the monitor writes in batches)
-    browser.get(web_server.url + "hosts/gpu-a?window=5m")
+    visit(browser, web_server.url + "hosts/gpu-a?window=5m")
     charts = browser.find_element("id", "charts")
     points = wait_until(lambda: int(charts.get_attribute("data-points") or 0), 10,
                         "the charts have points")
@@ -142,7 +158,7 @@ def test_gpu_made_hot_turns_hot_on_the_open_page_within_3s(
     from fleet.sim import scenarios
 
     open_page(browser, web_server.url)
-    row = browser.find_element("css selector", 'tr[data-gpu="gpu-a:1"]')
+    row = expand(browser, "gpu-a", 1)
     assert row.get_attribute("data-tone") == "ok"
     browser.execute_script("window.fleetNotReloaded = true")
 
@@ -166,7 +182,7 @@ def test_page_says_reconnecting_while_the_server_is_gone_and_catches_up(
 
     open_page(browser, web_server.url)
     browser.execute_script("window.fleetNotReloaded = true")
-    row = browser.find_element("css selector", 'tr[data-gpu="gpu-b:0"]')
+    row = expand(browser, "gpu-b", 0)
     assert row.get_attribute("data-tone") == "ok"
     conn = browser.find_element("id", "conn")
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from dataclasses import replace
 
-from fleet.server.stream import Frame
+from fleet.server.stream import Frame, Subscriber
 from fleet.snapshot import AllocationInfo, FleetSnapshot
 from fleet.web.live import LiveRows
 from fleet.web.rows import STALE_AFTER_S, fleet_rows, sort_rows
@@ -58,11 +60,7 @@ def test_sort_orders_busiest_first_and_unknown_values_last() -> None:
 
 
 def _frames(live: LiveRows) -> list[Frame | None]:
-    subscriber = next(iter(live.broadcaster.subscribers))
-    frames = []
-    while not subscriber.queue.empty():
-        frames.append(subscriber.queue.get_nowait())
-    return frames
+    return _queued(next(iter(live.broadcaster.subscribers)))
 
 
 def _data(frame: Frame | None) -> tuple[str, dict[str, object]]:
@@ -71,24 +69,38 @@ def _data(frame: Frame | None) -> tuple[str, dict[str, object]]:
     return event.removeprefix("event: "), json.loads(data.removeprefix("data: "))
 
 
-async def test_only_changed_cells_are_sent_to_watchers() -> None:
+async def test_only_changed_cells_are_sent_and_gpus_only_to_their_watchers() -> None:
     live = LiveRows()
     live.update(fleet())
     assert live.version == 0  # nobody watches: nothing computed yet
     live.broadcaster.subscribe(on_drop=lambda: None)
     version, rows = live.current()
     assert version == 1 and set(rows) == {"atlas", "bolt"}
+    atlas_gpus = Subscriber(asyncio.Queue(8), lambda: None)
+    bolt_gpus = Subscriber(asyncio.Queue(8), lambda: None)
+    live.gpu_watchers.update({atlas_gpus: frozenset({"atlas"}), bolt_gpus: frozenset({"bolt"})})
 
     changed = fleet(util=70.0)
     live.update(replace(changed, changed=frozenset({"atlas"})))
     [frame] = _frames(live)
     event, data = _data(frame)
     assert event == "rows" and data["v"] == 2
-    assert data["gpus"] == {"atlas:0": {"util": "70 %", "util_pct": "70"}}
     assert data["hosts"] == {"atlas": {"util": "70 %", "util_pct": "70"}}
+    [gpu_frame] = _queued(atlas_gpus)
+    event, data = _data(gpu_frame)
+    assert event == "gpus"
+    assert data["hosts"] == {"atlas": {"0": {"util": "70 %", "util_pct": "70"}}}
+    assert _queued(bolt_gpus) == []  # bolt's GPUs did not change
 
     live.update(replace(changed, changed=frozenset({"atlas"})))
-    assert _frames(live) == []  # nothing differs: nothing is sent
+    assert _frames(live) == [] and _queued(atlas_gpus) == []  # nothing differs: nothing sent
+
+
+def _queued(subscriber: Subscriber) -> list[Frame | None]:
+    frames = []
+    while not subscriber.queue.empty():
+        frames.append(subscriber.queue.get_nowait())
+    return frames
 
 
 async def test_hosts_coming_or_going_ask_pages_to_reload() -> None:
@@ -104,10 +116,18 @@ async def test_hosts_coming_or_going_ask_pages_to_reload() -> None:
     assert set(live.current()[1]) == {"atlas"}
 
 
-async def test_full_frame_has_every_cell() -> None:
+async def test_full_frame_has_every_host_cell_a_page_shows() -> None:
     live = LiveRows()
-    live.update(fleet())
+    live.update(fleet(last_seen=time.time() - 2))  # rows are computed at the real time
     event, data = _data(live.full_frame())
     assert event == "rows"
-    assert set(data["hosts"]) == {"atlas", "bolt"}  # type: ignore[arg-type]
-    assert data["gpus"]["atlas:1"]["state"] == "hot"  # type: ignore[index]
+    atlas = data["hosts"]["atlas"]  # type: ignore[index]
+    assert atlas["state"] == "up" and atlas["free"] == "1/3"
+    assert "temp_n" not in atlas  # sort-only cells stay on the server
+
+
+def test_blank_gpu_row_has_every_cell_of_a_real_one() -> None:
+    from fleet.web.rows import GPU_CELLS, blank_gpu
+
+    real = fleet_rows(fleet(), NOW)["atlas"].gpus["atlas:0"]
+    assert tuple(real) == GPU_CELLS == tuple(blank_gpu())

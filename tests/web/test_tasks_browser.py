@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import WebServer, browser_errors, wait_until
+from tests.web.conftest import WebServer, browser_errors, visit, wait_until
 from tests.web.test_pages_browser import screenshot
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -47,7 +47,7 @@ def dispatch(server: WebServer, tmp_path: Path) -> int:
 def test_task_log_streams_onto_the_open_page(web_server: WebServer, browser: Any,
                                              tmp_path: Path) -> None:
     task_id = dispatch(web_server, tmp_path)
-    browser.get(f"{web_server.url}tasks/{task_id}")
+    visit(browser, f"{web_server.url}tasks/{task_id}")
     log = browser.find_element("id", "log")
     # Lines arrive while the task runs: an early line is shown before the last one is written.
     early = wait_until(lambda: "line 1" in log.get_attribute("textContent")
@@ -67,7 +67,7 @@ def test_task_log_streams_onto_the_open_page(web_server: WebServer, browser: Any
     screenshot(browser, "task-log")
     assert not [e for e in browser_errors(browser) if "favicon" not in e]
 
-    browser.get(f"{web_server.url}tasks")
+    visit(browser, f"{web_server.url}tasks")
     row = browser.find_element("css selector", "table.tasks tbody tr")
     assert row.get_attribute("data-state") == "succeeded"
     assert HOSTILE_TASK_NAME in row.get_attribute("textContent")
@@ -78,7 +78,7 @@ def test_allocations_and_events_pages(web_server: WebServer, browser: Any) -> No
     reserved = web_server.cli("reserve", "--gpus", "1", "--for", "10m", "--note", "<b>demo</b>")
     assert reserved.returncode == 0, reserved.stderr
     try:
-        browser.get(f"{web_server.url}allocations")
+        visit(browser, f"{web_server.url}allocations")
         table = browser.find_element("css selector", "main table")
         assert "reservation" in table.text and "<b>demo</b>" in table.text
         screenshot(browser, "allocations")
@@ -104,5 +104,5 @@ def test_allocations_and_events_pages(web_server: WebServer, browser: Any) -> No
 
 
 def _event_rows(browser: Any, url: str) -> list[Any]:
-    browser.get(url)
+    visit(browser, url)
     return list(browser.find_elements("css selector", "table.events tbody tr"))

@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from tests.cluster.netcluster import Cluster
-from tests.web.conftest import WebServer, fetch, free_port, start_web_server, wait_until
+from tests.web.conftest import (
+    WebServer,
+    fetch,
+    free_port,
+    start_web_server,
+    visit,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -73,14 +80,14 @@ def test_bearer_token_lets_in(bridge_server: WebServer, token: str) -> None:
 def test_token_link_sets_a_cookie_and_the_page_goes_live(
         bridge_server: WebServer, token: str, browser: Any) -> None:
     browser.delete_all_cookies()
-    browser.get(f"{bridge_server.url}?sort=free&token={token}")
+    visit(browser, f"{bridge_server.url}?sort=free&token={token}")
     assert "token=" not in browser.current_url  # redirected without it
     assert "sort=free" in browser.current_url
     wait_until(lambda: browser.find_element("id", "conn").text == "live", 10,
                "the live stream connects with the cookie")
     cookie = browser.get_cookie("fleet_web")
     assert cookie is not None and cookie["httpOnly"] and cookie["value"] != token
-    browser.get(bridge_server.url + "hosts/gpu-a?window=5m")
+    visit(browser, bridge_server.url + "hosts/gpu-a?window=5m")
     assert "History" in browser.page_source
 
 
@@ -121,7 +128,7 @@ def start_fleet_web(server: WebServer, target: str) -> WebCommand:
 
 def _through_fleet_web(browser: Any, command: WebCommand) -> None:
     browser.delete_all_cookies()
-    browser.get(command.url)
+    visit(browser, command.url)
     assert "token=" not in browser.current_url
     wait_until(lambda: browser.find_element("id", "conn").text == "live", 10,
                "the page through fleet web goes live")
@@ -129,7 +136,7 @@ def _through_fleet_web(browser: Any, command: WebCommand) -> None:
     assert sorted(h.get_attribute("data-host") for h in hosts) == ["cpu1", "gpu-a", "gpu-b"]
     base = command.url.split("/web/", 1)[0]
     assert fetch(base + "/web/")[0] == 401  # the link's token, not the server's, opens it
-    browser.get(base + "/v1/status")
+    visit(browser, base + "/v1/status")
     assert "gpu-a" not in browser.page_source  # only the web view's pages are forwarded
 
 

@@ -29,4 +29,9 @@
   source.addEventListener("error", () => {
     if (!ended) status.textContent = "reconnecting…";
   });
+  // Leaving the page closes the stream; coming back to a kept page reads the log again.
+  window.addEventListener("pagehide", () => source.close());
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted) window.location.reload();
+  });
 })();
