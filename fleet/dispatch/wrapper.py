@@ -2,7 +2,8 @@
 
 Files in a task's control directory (`<task dir>/.fleet/`):
     wrapper.sh   this module's wrapper; wrapper.pid its pid (a session leader)
-    pid          the task's process group id (the command runs in its own session)
+    pid          the task's process group id (the command runs in its own session), written
+                 by one echo: readers see it empty or whole, and treat empty as not yet there
     log          the command's stdout and stderr, appended
     started      epoch seconds when the command started (host clock)
     exit         written atomically when the command ended: rc=, ended=, timed_out=
@@ -43,7 +44,7 @@ to=0
 if cd {workdir} 2>>"$c/log"; then
   date +%s > "$c/started"
 {watchdog}
-  setsid /bin/sh -c 'echo $$ > "$1/pid.tmp" && mv -f "$1/pid.tmp" "$1/pid" && shift && exec "$@"' \\
+  setsid /bin/sh -c 'echo $$ > "$1/pid" && shift && exec "$@"' \\
     fleet-task "$c" {command} </dev/null >>"$c/log" 2>&1
   rc=$?
   if [ -n "$wd" ]; then kill "$wd" 2>/dev/null; fi
@@ -121,10 +122,10 @@ def launch_command(task_dir: str) -> str:
     control = shlex.quote(f"{task_dir}/{CONTROL_DIR}")
     return (
         f"c={control}; "
-        # `setsid -f` forks without the shell's background job (which would ignore SIGINT).
-        'if setsid -f true </dev/null >/dev/null 2>&1; then '
-        'setsid -f /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1; '
-        'else setsid /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1 & fi; '
+        # `setsid -f` forks without the shell's background job (which would ignore SIGINT); a
+        # setsid without -f fails at once (usage, exit 1) and the job is the fallback.
+        'setsid -f /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1 || '
+        '{ setsid /bin/sh "$c/wrapper.sh" </dev/null >/dev/null 2>&1 & }; '
         f'i=0; while [ ! -s "$c/pid" ] && [ ! -e "$c/exit" ] && [ "$i" -lt {PID_WAIT_STEPS} ]; '
         f'do sleep {PID_WAIT_STEP_S}; i=$((i+1)); done; cat "$c/pid" 2>/dev/null; true'
     )
