@@ -25,7 +25,8 @@ from pathlib import Path
 from tests.bench.common import ROOT, Results, load_average, log, machine
 from tests.bench.report import write_reports
 
-SECTIONS = ("startup", "storage", "fanout", "dispatch", "serve", "monitor", "discovery", "tui")
+SECTIONS = ("startup", "storage", "fanout", "dispatch", "serve", "monitor", "discovery", "tui",
+            "web")
 
 
 def _host_counts(text: str) -> list[int]:
@@ -91,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             from tests.bench.suite_tui import tui
 
             _guarded(results, "tui", lambda: tui(results, quick))
+        if "web" in sections:
+            from tests.bench.bench_web import web
+
+            _guarded(results, "web", lambda: web(results, quick))
         netns_sections = [s for s in ("fanout", "dispatch", "serve", "monitor", "discovery")
                           if s in sections]
         if netns_sections and not is_root:
