@@ -30,14 +30,15 @@ sys.stdout.flush()
 def dispatch(server: WebServer, tmp_path: Path) -> int:
     script = tmp_path / "talker.py"
     script.write_text(TALKER)
-    # Just after the server starts, its database may not have every host's first outcome yet
-    # (written in batches), and a detached dispatch places on what the database says.
+    # Just after the server starts, its database may not have every host's first outcome and
+    # GPUs yet (the monitor writes in batches), and a detached dispatch needs them there.
     deadline = time.monotonic() + 15
     while True:
         result = server.cli("--json", "dispatch", "--detach", "--name", HOSTILE_TASK_NAME,
                             str(script))
-        if result.returncode == 0 or "host is unknown" not in result.stderr \
-                or time.monotonic() > deadline:
+        not_recorded_yet = ("host is unknown" in result.stderr
+                            or "in the database" in result.stderr)
+        if result.returncode == 0 or not not_recorded_yet or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert result.returncode == 0, result.stderr
