@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.errors import AllocationConflict
+from db.errors import AllocationConflict, OverLimit
 from db.models import Allocation
 from db.types import AllocationKind, AllocationRow
 
@@ -23,8 +23,12 @@ def claim_gpus(
     task_id: int | None = None,
     note: str | None = None,
     expires_at: int | None = None,
+    max_held: int | None = None,
 ) -> list[int]:
     """Create one active allocation per GPU, all or none; returns the allocation ids.
+
+    With `max_held`, OverLimit when the owner would then hold more active allocations than
+    that (counted under a per-owner lock on PostgreSQL, under SQLite's write lock there).
 
     Raises AllocationConflict naming the GPUs already allocated (also when another process
     claimed one between our check and our insert: the partial unique index refuses it). After
@@ -32,6 +36,11 @@ def claim_gpus(
     """
     if not gpu_ids:
         return []
+    if max_held is not None:
+        lock_owner(session, owner)
+        held = held_by(session, owner)
+        if held + len(gpu_ids) > max_held:
+            raise OverLimit(held, max_held)
     taken = active_gpu_ids(session, gpu_ids)
     if taken:
         raise AllocationConflict(sorted(taken), f"GPU ids {sorted(taken)} are already allocated")
@@ -54,6 +63,34 @@ def claim_gpus(
         raise AllocationConflict(
             gpu_ids, f"GPU ids {sorted(gpu_ids)} were claimed concurrently by another allocation"
         ) from exc
+
+
+# pg_advisory_xact_lock(OWNER_LOCK_CLASS, hashtext(owner)): one owner's limit checks in turn.
+OWNER_LOCK_CLASS = 0x666C6F77  # "flow"
+
+
+def lock_owner(session: Session, owner: str) -> None:
+    """Serialise the limit checks of `owner`'s claims until this transaction ends (PostgreSQL;
+    SQLite transactions that write are serialised already)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:lock_class, hashtext(:owner))"),
+                        {"lock_class": OWNER_LOCK_CLASS, "owner": owner})
+
+
+def held_by(session: Session, owner: str) -> int:
+    """How many GPUs `owner` holds now (active allocations: tasks and reservations)."""
+    return int(session.scalar(select(func.count()).select_from(Allocation).where(
+        Allocation.owner == owner, Allocation.released_at.is_(None))) or 0)
+
+
+def held_by_owners(session: Session, owners: Sequence[str]) -> dict[str, int]:
+    """How many GPUs each of `owners` holds now (absent: none)."""
+    if not owners:
+        return {}
+    rows = session.execute(select(Allocation.owner, func.count()).where(
+        Allocation.owner.in_(list(owners)), Allocation.released_at.is_(None))
+        .group_by(Allocation.owner))
+    return {owner: int(count) for owner, count in rows}
 
 
 def active_gpu_ids(session: Session, gpu_ids: Sequence[int] | None = None) -> set[int]:

@@ -3,6 +3,7 @@
 DatabaseError           the database cannot be opened, migrated, read or written
 ├── ReadOnlyDatabase    the SQLite file is read-only for this user: reads work, writes cannot
 ├── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
+├── OverLimit           the owner would hold more GPUs than their limit allows
 └── Fenced              this controller's leadership is over: it may write nothing more
 """
 
@@ -31,3 +32,12 @@ class ReadOnlyDatabase(DatabaseError):
 class Fenced(DatabaseError):
     """This controller's leadership ended (another took over, or its lock session did): the
     write was refused and rolled back."""
+
+
+class OverLimit(DatabaseError):
+    """The claim would make its owner hold more GPUs than `limit` (they hold `held`)."""
+
+    def __init__(self, held: int, limit: int) -> None:
+        self.held = held
+        self.limit = limit
+        super().__init__(f"the owner holds {held} GPU(s); the limit is {limit}")

@@ -60,6 +60,12 @@ def queued_tasks(session: Session) -> list[QueuedTask]:
     return [QueuedTask(*row) for row in rows]
 
 
+def queued_count(session: Session, owner: str) -> int:
+    """How many of `owner`'s tasks wait in the queue."""
+    return int(session.scalar(select(func.count()).select_from(Task).where(
+        Task.owner == owner, Task.state == "queued")) or 0)
+
+
 def held_since(session: Session, owners: Collection[str], since_s: int
                ) -> list[tuple[str, int, int | None]]:
     """(owner, created_at, released_at) of the owners' allocations still held after since_s."""

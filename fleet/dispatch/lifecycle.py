@@ -83,6 +83,18 @@ async def create_record(context: FleetContext, request: DispatchRequest, owner: 
     return await asyncio.to_thread(create)
 
 
+async def _check_queue_limit(context: FleetContext, placement: PlacementService,
+                             owner: str) -> None:
+    """LimitReached (exit 7, nothing recorded) when `owner` has their most queued tasks."""
+    from db.task_runs import queued_count
+    from fleet.placement.limits import check_queued
+
+    limits = placement.user_limits(owner)
+    if limits.value("max_queued_per_user") is not None:
+        check_queued(limits, await context.read(
+            "count queued tasks", lambda session: queued_count(session, owner)))
+
+
 async def claim_for(context: FleetContext, placement: PlacementService,
                     request: DispatchRequest, task_id: int, owner: str,
                     on_wait: Callable[[str], None] | None = None) -> Claim:
@@ -94,7 +106,8 @@ async def claim_for(context: FleetContext, placement: PlacementService,
             return await wait_and_claim(context, placement, request.placement, task_id, owner,
                                         timeout_s=request.queue_timeout_s, on_wait=on_wait)
         return await placement.place_and_claim(request.placement, owner=owner,
-                                               task_id=task_id)
+                                               task_id=task_id,
+                                               limits=placement.user_limits(owner))
     except NoPlacement as exc:
         await _end(context, task_id, "failed", f"no placement: {exc}")
         raise
@@ -189,6 +202,8 @@ async def submit(context: FleetContext, placement: PlacementService, request: Di
     request.validate()
     resolve_policy(request.placement.policy)
     owner = request.owner or current_owner()
+    if request.wait:
+        await _check_queue_limit(context, placement, owner)
     task_id = await create_record(context, request, owner)
     if on_recorded is not None:
         on_recorded(task_id)

@@ -16,11 +16,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
 from fleet.dispatch.fair_share import QueueSettings
 from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
+from fleet.placement.limits import LimitReached
 
 if TYPE_CHECKING:
     from db.task_runs import QueuedTask
@@ -40,16 +42,24 @@ WAITER_STALE_S = 60.0
 
 @dataclass(frozen=True)
 class QueuePlace:
-    """Where a queued task stands: the placement requests of the live tasks ahead of it, and
-    why they are ahead (fair share) in words."""
+    """Where a queued task stands: the placement requests of the live tasks ahead of it that
+    may claim now (not held back by their owner's limit), why they are ahead (fair share) in
+    words, and how many GPUs each queued owner holds."""
 
     ahead: list[PlacementRequest]
     why: str
+    held: dict[str, int]
 
 
-def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings) -> QueuePlace:
+# (owner, GPUs they hold, GPUs the task asks for) → whether a limit holds the task back
+LimitCheck = Callable[[str, int, int], bool]
+
+
+def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings,
+                    held_back: LimitCheck | None = None) -> QueuePlace:
     """The live queued tasks ahead of `task_id` in the queue's order (and refresh its
-    heartbeat)."""
+    heartbeat); a task its owner's limit holds back is not ahead (it cannot claim)."""
+    from db.allocations import held_by_owners
     from db.task_runs import held_since, mark_checked, queued_tasks
     from db.tasks import get_task
     from fleet.dispatch.fair_share import decayed_gpu_hours, horizon_s, queue_order
@@ -64,20 +74,24 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
         usage = None
         if settings.fair_share:
             half_life = settings.fair_share_half_life
-            held = held_since(session, {task.owner for task in queued}, horizon_s(now, half_life))
-            usage = decayed_gpu_hours(held, now, half_life)
+            history = held_since(session, {task.owner for task in queued},
+                                 horizon_s(now, half_life))
+            usage = decayed_gpu_hours(history, now, half_life)
         order = queue_order(queued, usage)
         position = next((i for i, task in enumerate(order) if task.id == task_id), len(order))
         rows = [get_task(session, task.id) for task in order[:position]]
+        held = held_by_owners(session, sorted({task.owner for task in queued}))
     requests = []
     for row in rows:
         if row is None:
             continue
         try:
-            requests.append(PlacementRequest.from_dict(dict(row.constraints["placement"])))
+            wanted = PlacementRequest.from_dict(dict(row.constraints["placement"]))
         except (KeyError, TypeError, ValueError, ConfigError):
             continue  # a row fleet did not write this way cannot hold the queue
-    return QueuePlace(requests, _why(order, position, usage))
+        if held_back is None or not held_back(row.owner, held.get(row.owner, 0), wanted.gpus):
+            requests.append(wanted)
+    return QueuePlace(requests, _why(order, position, usage), held)
 
 
 def _why(order: list[QueuedTask], position: int, usage: dict[str, float] | None) -> str:
@@ -114,12 +128,25 @@ async def wait_and_claim(
     timeout_s: float,
     on_wait: Callable[[str], None] | None = None,
 ) -> Claim:
-    """Wait (at most `timeout_s`) until the queued task may claim GPUs, then claim them."""
+    """Wait (at most `timeout_s`) until the queued task may claim GPUs, then claim them.
+
+    While its owner's `limits.max_gpus_per_user` holds it back, it waits and says so.
+    """
     from fleet.monitor.config import load_settings
     from fleet.placement.claim import claim
+    from fleet.placement.limits import limit_settings, limits_for, over_gpu_limit
     from fleet.placement.place import place
+    from fleet.unix_groups import group_lookup
 
-    queue_settings = load_settings(context.inventory).section("queue", QueueSettings)
+    settings = load_settings(context.inventory)
+    queue_settings = settings.section("queue", QueueSettings)
+    limit_conf = limit_settings(settings)
+    groups_of = group_lookup()
+    mine = limits_for(limit_conf, owner, groups_of)
+
+    def held_back(other: str, held: int, wanted: int) -> bool:
+        return over_gpu_limit(limits_for(limit_conf, other, groups_of), held, wanted) is not None
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     interval = MIN_POLL_S
@@ -131,18 +158,21 @@ async def wait_and_claim(
         if probe:
             last_probe = loop.time()
         allocations = await placement.active_allocations()
-        standing = await asyncio.to_thread(_place_in_queue, context, task_id, queue_settings)
+        standing = await asyncio.to_thread(_place_in_queue, context, task_id, queue_settings,
+                                           held_back)
         ahead = standing.ahead
         now = time.time()
         result = place(request, candidates, allocations, now)
-        if result.host is not None and not blocked_by_ahead(
+        over = over_gpu_limit(mine, standing.held.get(owner, 0), request.gpus)
+        if over is None and result.host is not None and not blocked_by_ahead(
                 (result.host, result.gpu_indices), ahead, candidates, allocations, now):
-            taken = await _try_claim(context, claim, result.host, result.gpu_indices,
-                                     task_id, owner)
+            taken = await _try_claim(context, partial(claim, limits=mine), result.host,
+                                     result.gpu_indices, task_id, owner)
             if taken is not None:
                 return taken
             interval = MIN_POLL_S
-        message = (f"task {task_id} queued ({standing.why}): {len(ahead)} ahead; "
+        message = (f"task {task_id} waits for a limit: {over}" if over is not None
+                   else f"task {task_id} queued ({standing.why}): {len(ahead)} ahead; "
                    + result.summary() if result.host is None
                    else f"task {task_id} queued behind {len(ahead)} task(s) ({standing.why})")
         if on_wait is not None and message != told:
@@ -161,7 +191,8 @@ async def wait_and_claim(
 
 async def _try_claim(context: FleetContext, claim: Callable[..., Claim], host: str,
                      indices: tuple[int, ...], task_id: int, owner: str) -> Claim | None:
-    """queued → placing, then claim; back to queued if another claim won the race."""
+    """queued → placing, then claim; back to queued if another claim won the race (or the
+    owner's other claims reached their limit meanwhile)."""
     database = context.database
     moved = await asyncio.to_thread(records.set_fields, database, task_id,
                                     from_states=("queued",), state="placing")
@@ -170,7 +201,7 @@ async def _try_claim(context: FleetContext, claim: Callable[..., Claim], host: s
     try:
         return await asyncio.to_thread(claim, database, host, indices, kind="task",
                                        owner=owner, task_id=task_id)
-    except AllocationConflict:
+    except (AllocationConflict, LimitReached):  # a race lost, or the owner's limit reached
         await asyncio.to_thread(records.set_fields, database, task_id,
                                 from_states=("placing",), state="queued")
         return None

@@ -7,6 +7,7 @@ from fleet.health.hooks import HookSettings
 from fleet.health.retention import RetentionSettings
 from fleet.health.rules import HealthSettings
 from fleet.monitor.settings import MonitorSettings, SshSettings
+from fleet.placement.limits import LimitSettings
 from fleet.server.settings import ServeSettings
 
 # Order is the order `fleet config show` prints them in.
@@ -18,6 +19,7 @@ SECTIONS: dict[str, type] = {
     "retention": RetentionSettings,
     "serve": ServeSettings,
     "queue": QueueSettings,
+    "limits": LimitSettings,
 }
 
 # Sections that live in the same settings file but are validated by their own feature when it

@@ -19,11 +19,12 @@ def setting(
     """A dataclass field carrying its documentation and bounds for the settings loader.
 
     `duration`: the YAML value may be a number of seconds or a text like "90s", "5m", "2h".
+    A mutable `default` (an empty mapping) is copied for each instance.
     """
-    return field(
-        default=default,
-        metadata={"doc": doc, "minimum": minimum, "maximum": maximum, "duration": duration},
-    )
+    metadata = {"doc": doc, "minimum": minimum, "maximum": maximum, "duration": duration}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)

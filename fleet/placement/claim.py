@@ -10,8 +10,10 @@ from db.allocation_details import allocation_details, gpu_ids_by_index
 from db.allocations import claim_gpus, expire_reservations
 from db.engine import Database
 from db.errors import AllocationConflict as DbAllocationConflict
+from db.errors import OverLimit
 from db.types import AllocationKind
 from fleet.errors import AllocationConflict, DispatchError
+from fleet.placement.limits import LimitReached, UserLimits, over_gpu_limit
 from fleet.placement.place import PlacementResult
 
 
@@ -55,8 +57,12 @@ def claim(
     note: str | None = None,
     expires_at: int | None = None,
     now: int | None = None,
+    limits: UserLimits | None = None,
 ) -> Claim:
     """Allocate these GPUs of `host`, all or none, in one transaction.
+
+    With `limits`, LimitReached (exit 7) when the owner would hold more GPUs than their
+    `max_gpus_per_user` (checked in the same transaction).
 
     Expired reservations are released first (in the same transaction), so an expired hold never
     blocks a claim. Raises fleet.errors.AllocationConflict naming the GPUs another claim holds
@@ -81,12 +87,16 @@ def claim(
                 raise DispatchError(f"{host} has no GPU {unknown} in the database")
             gpu_ids = [ids[index] for index in indices]
             allocation_ids = claim_gpus(session, gpu_ids, kind=kind, owner=owner, now=moment,
-                                        task_id=task_id, note=note, expires_at=expires_at)
+                                        task_id=task_id, note=note, expires_at=expires_at,
+                                        max_held=limits.max_gpus if limits else None)
             details = {row.gpu_id: row for row in
                        allocation_details(session, allocation_ids=allocation_ids)}
     except DbAllocationConflict as exc:
         taken = sorted(index for index, gpu_id in ids.items() if gpu_id in exc.gpu_ids)
         raise AllocationConflict(f"{host} GPU {taken or indices} already allocated") from exc
+    except OverLimit as exc:
+        assert limits is not None
+        raise LimitReached(over_gpu_limit(limits, exc.held, len(indices)) or str(exc)) from exc
     return Claim(
         host=host,
         gpu_indices=tuple(indices),

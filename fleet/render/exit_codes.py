@@ -24,7 +24,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
                    "the lead"),
     (EXIT_DISPATCH, "dispatch: the task could not start, or was lost; a refused release"),
     (EXIT_CONFLICT, "allocation conflict"),
-    (EXIT_NO_PLACEMENT, "no GPU fits the request (with --wait: the queue timeout passed)"),
+    (EXIT_NO_PLACEMENT, "no GPU fits the request (with --wait: the queue timeout passed); over "
+                        "a limit"),
     (EXIT_NOT_PERMITTED, "not permitted: someone else's task/reservation, or admin-only (serve)"),
     (EXIT_SERVER, "the selected fleet server cannot be reached, or went away mid-command"),
     (EXIT_TIMED_OUT, "dispatch: the task hit --timeout"),

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from fleet.model import HostSpec
     from fleet.placement.candidates import CandidateSet, RecentLoad
     from fleet.placement.claim import Claim
+    from fleet.placement.limits import UserLimits
     from fleet.placement.place import PlacementResult
     from fleet.placement.request import PlacementRequest
     from fleet.services.hosts import HostService
@@ -130,8 +131,12 @@ class PlacementService:
         expires_at: int | None = None,
         snapshot: FleetSnapshot | None = None,
         attempts: int = DEFAULT_CLAIM_ATTEMPTS,
+        limits: UserLimits | None = None,
     ) -> Claim:
         """Place `request` and claim the chosen GPUs in one transaction; retry on a lost race.
+
+        With `limits` (the owner's), LimitReached (exit 7) when the claim would put the owner
+        over their GPU limit.
 
         When another process claims one of the chosen GPUs first, placement runs again on fresh
         allocation data (ties broken at random so racers spread out), at most `attempts` times.
@@ -156,7 +161,7 @@ class PlacementService:
             try:
                 claimed = await self.context.call("claim GPUs", partial(
                     claim, database, host, indices, kind=kind, owner=who, task_id=task_id,
-                    note=note, expires_at=expires_at))
+                    note=note, expires_at=expires_at, limits=limits))
             except AllocationConflict as exc:
                 conflicts.append(str(exc))
                 snapshot = None  # the snapshot's allocations are what just proved stale
@@ -181,11 +186,16 @@ class PlacementService:
         an admin may name a policy that is not built in ("module:function" runs code in the
         server's process).
         """
+        from fleet.placement.limits import check_reservation
+        from fleet.placement.reservations import current_owner
+
         await self.require_policy(request, caller)
         expires_at = None if duration_s is None else int(self.context.now() + duration_s)
-        who = caller.user if caller is not None else owner
+        who = caller.user if caller is not None else owner or current_owner()
+        limits = self.user_limits(who)
+        check_reservation(limits, duration_s)
         return await self.place_and_claim(request, kind="reservation", owner=who, note=note,
-                                          expires_at=expires_at)
+                                          expires_at=expires_at, limits=limits)
 
     async def reserve_gpus(
         self,
@@ -203,16 +213,26 @@ class PlacementService:
         fleet does not manage. Through the server the owner is always the caller's user.
         """
         from fleet.placement.claim import claim
+        from fleet.placement.limits import check_reservation
         from fleet.placement.reservations import current_owner
 
         self.context.hosts.spec(host)
         expires_at = None if duration_s is None else int(self.context.now() + duration_s)
         who = caller.user if caller is not None else owner or current_owner()
+        limits = self.user_limits(who)
+        check_reservation(limits, duration_s)
         database = self.context.database
         indices = list(gpu_indices)
         return await self.context.call("reserve GPUs", partial(
             claim, database, host, indices, kind="reservation", owner=who, note=note,
-            expires_at=expires_at))
+            expires_at=expires_at, limits=limits))
+
+    def user_limits(self, owner: str) -> UserLimits:
+        """`owner`'s limits from the effective settings (ConfigError for a bad `limits:`)."""
+        from fleet.monitor.config import load_settings
+        from fleet.placement.limits import limit_settings, limits_for
+
+        return limits_for(limit_settings(load_settings(self.context.inventory)), owner)
 
     async def release(self, allocation_ids: Sequence[int], *, force: bool = False,
                       caller: Caller | None = None) -> list[int]:

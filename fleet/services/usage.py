@@ -14,10 +14,7 @@ that ended `failed` or `lost`, or timed out; the queue wait is submitted → sta
 
 from __future__ import annotations
 
-import grp
-import pwd
 import statistics
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
@@ -98,22 +95,6 @@ class UsageReport:
     rows: tuple[UsageRow, ...]
 
 
-def _unix_groups() -> Callable[[str], tuple[str, ...]]:
-    """owner → the Unix groups of that user on this machine (primary first)."""
-    members: dict[str, set[str]] = defaultdict(set)
-    for group in grp.getgrall():
-        for member in group.gr_mem:
-            members[member].add(group.gr_name)
-
-    def groups_of(owner: str) -> tuple[str, ...]:
-        try:
-            primary = grp.getgrgid(pwd.getpwnam(owner).pw_gid).gr_name
-        except KeyError:
-            return (NO_GROUP,)
-        return (primary, *sorted(members[owner] - {primary}))
-    return groups_of
-
-
 class UsageService:
     """Usage reports over the stored history."""
 
@@ -156,8 +137,10 @@ def _keys(by: str) -> KeyOf:
         return lambda _owner, host, _model: (host or "-",)
     if by == "gpu-model":
         return lambda _owner, _host, model: (model or "-",)
-    groups_of = _unix_groups()  # a user in several groups counts in each
-    return lambda owner, _host, _model: groups_of(owner)
+    from fleet.unix_groups import group_lookup
+
+    groups_of = group_lookup()  # a user in several groups counts in each
+    return lambda owner, _host, _model: groups_of(owner) or (NO_GROUP,)
 
 
 def _tally(holdings: list[Holding], busy: list[float], tasks: list[SubmittedTask],
