@@ -196,3 +196,24 @@ def test_page_says_reconnecting_while_the_server_is_gone_and_catches_up(
     wait_until(lambda: conn.text == "live", 20, "the page reconnects by itself")
     wait_until(lambda: row.get_attribute("data-tone") == "hot", 5, "it catches up: gpu-b:0 hot")
     assert browser.execute_script("return window.fleetNotReloaded") is True
+
+
+def test_phone_width_and_dark_preference(web_server: WebServer, browser: Any) -> None:
+    browser.set_window_size(390, 844)
+    try:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        open_page(browser, web_server.url)
+        # The page itself never scrolls sideways: the wide table scrolls in its own box.
+        assert browser.execute_script(
+            "return document.documentElement.scrollWidth <= window.innerWidth") is True
+        scroller = browser.find_element("css selector", ".scroll")
+        assert browser.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth",
+                                      scroller) is True
+        background = browser.execute_script(
+            "return getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(17, 20, 24)"  # the dark palette's --bg
+        screenshot(browser, "overview-phone-dark")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+        browser.set_window_size(1366, 768)
