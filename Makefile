@@ -45,8 +45,13 @@ lint: setup
 	$(BIN)/ruff check db fleet tui tests
 	$(BIN)/mypy
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (`make test TEST_WORKERS=0`: serially);
+# tests/conftest.py pins tests that share a machine-wide resource to one worker (xdist groups).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+
 test: system-deps setup lint
-	$(BIN)/python -m pytest -ra --durations=15
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -ra --durations=15
 
 # The long reliability part: 30 s faults on namespace hosts and a 10-minute soak (root).
 reliability: system-deps setup
@@ -62,7 +67,7 @@ bench-quick: setup
 	$(BIN)/python -m tests.bench --quick --out /tmp/fleet-bench
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -x -m "not slow"
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -q -x -m "not slow"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

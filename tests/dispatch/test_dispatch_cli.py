@@ -29,6 +29,19 @@ time.sleep(float(sys.argv[1]))
 print("done", flush=True)
 sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 """
+# Like SLEEPER, but runs until the file argv[1] exists (at most 120 s, then exits 99), then exits
+# with argv[2]: a test sees the task running for as long as its checks take, then lets it end.
+GATED = """\
+import os, sys, time
+print("pid", os.getpid(), os.getpgrp(), flush=True)
+deadline = time.monotonic() + 120
+while not os.path.exists(sys.argv[1]):
+    if time.monotonic() > deadline:
+        sys.exit(99)
+    time.sleep(0.05)
+print("done", flush=True)
+sys.exit(int(sys.argv[2]))
+"""
 
 
 def _script(lab: DispatchLab, name: str, source: str) -> Path:
@@ -106,8 +119,9 @@ async def test_ctrl_c_cancels_remote_group_and_releases(dispatch_lab: LabFactory
 @pytest.mark.slow
 async def test_controller_killed_then_tasks_shows_real_end(dispatch_lab: LabFactory) -> None:
     lab = await dispatch_lab(1)
-    script = _script(lab, "sleep.py", SLEEPER)
-    process = await lab.spawn("dispatch", str(script), "4", "4")
+    script = _script(lab, "gated.py", GATED)
+    go = lab.cli.home / "go"
+    process = await lab.spawn("dispatch", str(script), str(go), "4")
     assert process.stdout is not None
     line = await asyncio.wait_for(process.stdout.readline(), 30)
     pgid = int(line.split()[2])
@@ -115,6 +129,7 @@ async def test_controller_killed_then_tasks_shows_real_end(dispatch_lab: LabFact
     await process.wait()
     running = await _tasks(lab)
     assert running[0]["state"] == "running"
+    go.touch()
     assert await asyncio.to_thread(wait_group_gone, pgid, 10.0)
 
     (task,) = await _tasks(lab)

@@ -27,6 +27,7 @@ async def service(tmp_path: Path) -> AsyncIterator[fleet.service.Fleet]:
 
 
 async def test_reservation_expires_and_frees_its_gpus(service: fleet.service.Fleet) -> None:
+    reserved_at = time.time()  # the hold lasts until at least reserved_at + 60
     held = await service.reserve(PlacementRequest(gpus=2, hosts="n1"), duration_s=60,
                                  note="short", owner="ann")
     assert (held.host, held.gpu_indices, held.kind) == ("n1", (0, 1), "reservation")
@@ -37,7 +38,7 @@ async def test_reservation_expires_and_frees_its_gpus(service: fleet.service.Fle
     assert caught.value.exit_code == 7 and "Excluded:" in caught.value.explanation
 
     later = time.time() + 61
-    assert [row.id for row in list_allocations(service.database, now=later - 2)] == list(
+    assert [row.id for row in list_allocations(service.database, now=reserved_at + 58)] == list(
         held.allocation_ids)
     assert list_allocations(service.database, now=later) == []
     (expired, _) = list_allocations(service.database, active_only=False)

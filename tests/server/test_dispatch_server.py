@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.dispatch.conftest import wait_group_gone
-from tests.dispatch.test_dispatch_cli import SLEEPER
+from tests.dispatch.test_dispatch_cli import GATED, SLEEPER
 from tests.server.conftest import ServeLab, ServeLabFactory
 
 ECHO = """\
@@ -165,14 +165,16 @@ async def test_ctrl_c_while_queued_cancels_the_queued_task(serve_lab: ServeLabFa
 async def test_a_killed_client_leaves_the_task_to_the_server(serve_lab: ServeLabFactory) -> None:
     lab = await serve_lab(1)
     await lab.serve()
-    script = _script(lab, "sleep.py", SLEEPER)
-    process = await _spawn(lab, "dispatch", str(script), "1", "5")
+    script = _script(lab, "gated.py", GATED)
+    go = lab.cli.home / "go"
+    process = await _spawn(lab, "dispatch", str(script), str(go), "5")
     assert process.stdout is not None
     await asyncio.wait_for(process.stdout.readline(), 30)
     process.kill()
     await process.wait()
     (task,) = await _tasks(lab)
     assert task["state"] == "running"
+    go.touch()
     # The server follows the task to its end and records it (its reconciler would take 30 s).
     row = await _wait_state(lab, task["id"], {"failed"}, deadline_s=15.0)
     assert (row["state"], row["exit_code"]) == ("failed", 5)
@@ -183,8 +185,9 @@ async def test_a_vanished_server_exits_9_and_the_task_runs_on(
         serve_lab: ServeLabFactory) -> None:
     lab = await serve_lab(1)
     server = await lab.serve()
-    script = _script(lab, "sleep.py", SLEEPER)
-    process = await _spawn(lab, "dispatch", str(script), "3", "6")
+    script = _script(lab, "gated.py", GATED)
+    go = lab.cli.home / "go"
+    process = await _spawn(lab, "dispatch", str(script), str(go), "6")
     assert process.stdout is not None and process.stderr is not None
     line = await asyncio.wait_for(process.stdout.readline(), 30)
     pgid = int(line.split()[2])
@@ -196,6 +199,7 @@ async def test_a_vanished_server_exits_9_and_the_task_runs_on(
     assert f"task {task['id']} goes on running on gpu1" in stderr
     assert f"fleet logs -f {task['id']}" in stderr
     os.killpg(pgid, 0)  # still running
+    go.touch()
     await lab.serve()
     followed = await lab.run("logs", "-f", str(task["id"]))
     assert followed.returncode == 6, followed.stderr
