@@ -108,7 +108,7 @@ async def allocations_page(request: web.Request) -> web.Response:
 
 
 async def events_page(request: web.Request) -> web.Response:
-    """The newest events, filtered by `?severity=`, `?kind=` and `?host=`."""
+    """The newest events: `?severity=` (that level and worse), `?kind=` (a glob), `?host=`."""
     severity = request.query.get("severity", "")
     if severity and severity not in SEVERITIES:
         raise web.HTTPBadRequest(text=f"unknown severity {severity[:40]!r}: one of "

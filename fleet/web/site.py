@@ -55,12 +55,14 @@ def web_app(context: WebContext) -> web.Application:
     from fleet.web.pages import add_pages
     from fleet.web.records import add_record_pages
     from fleet.web.templates import TEMPLATES, environment
+    from fleet.web.usage import add_usage_page
 
     app = web.Application(middlewares=[security_headers, html_errors])
     app[WEB] = context
     app[TEMPLATES] = environment()
     add_pages(app)
     add_record_pages(app)
+    add_usage_page(app)
     app.router.add_static("/static/", STATIC_DIR, append_version=False)
     return app
 

@@ -135,6 +135,8 @@ def test_host_detail_draws_history_charts_with_points(
     ("events?host=no-such-host", 400, "no-such-host"),
     ("tasks?state=sleeping", 400, "unknown task state"),
     ("tasks/999999", 400, "999999"),
+    ("usage?by=planet", 400, "unknown grouping"),
+    ("usage?window=1y", 400, "unknown window"),
     ("nothing-here", 404, "Not Found"),
 ])
 def test_bad_parameters_get_a_clear_4xx_page(web_server: WebServer, path: str, status: int,

@@ -74,6 +74,13 @@ def test_task_log_streams_onto_the_open_page(web_server: WebServer, browser: Any
     assert HOSTILE_TASK_NAME in row.get_attribute("textContent")
     screenshot(browser, "tasks")
 
+    visit(browser, f"{web_server.url}usage?window=1d&by=user")
+    cells = [cell.text for cell in browser.find_elements("css selector",
+                                                         "table.usage tbody tr td")]
+    headers = [cell.text for cell in browser.find_elements("css selector", "table.usage th")]
+    assert cells[0] == "root" and cells[headers.index("tasks")] == "1"
+    assert float(cells[headers.index("gpu-h")]) > 0  # the task held a GPU for seconds
+
 
 def test_allocations_and_events_pages(web_server: WebServer, browser: Any) -> None:
     reserved = web_server.cli("reserve", "--gpus", "1", "--for", "10m", "--note", "<b>demo</b>")
@@ -97,11 +104,14 @@ def test_allocations_and_events_pages(web_server: WebServer, browser: Any) -> No
     assert "<i>maintenance</i>" in rows[0].text and "gpu-b" in rows[0].text
     severity = rows[0].get_attribute("data-severity")
     screenshot(browser, "events")
-    same = _event_rows(browser, f"{web_server.url}events?severity={severity}")
-    assert same and all(r.get_attribute("data-severity") == severity for r in same)
-    other = "critical" if severity != "critical" else "info"
-    assert all(r.get_attribute("data-severity") == other
-               for r in _event_rows(browser, f"{web_server.url}events?severity={other}"))
+    levels = ["info", "warning", "error", "critical"]
+    kept = _event_rows(browser, f"{web_server.url}events?severity={severity}")
+    assert kept and all(levels.index(r.get_attribute("data-severity")) >= levels.index(severity)
+                        for r in kept)  # that level and worse, as `fleet events --severity`
+    assert all(r.get_attribute("data-severity") == "critical"
+               for r in _event_rows(browser, f"{web_server.url}events?severity=critical"))
+    globbed = _event_rows(browser, f"{web_server.url}events?kind=host_*drained")
+    assert {r.get_attribute("data-kind") for r in globbed} == {"host_drained", "host_undrained"}
 
 
 def _event_rows(browser: Any, url: str) -> list[Any]:
