@@ -190,6 +190,7 @@ def serve_dispatch(results: Results, host_set: HostSet, runs: int) -> None:
         ready = server.start(timeout=90)
         log(f"fleet serve (pid {server.pid}) ready on {server.socket} in {ready:.1f} s; "
             f"dispatch to {host}, {runs} interleaved rounds")
+        _first_dispatch(server, script, timeout=30)
         config = shlex.quote(str(host_set.lab.ssh_config_file))
         remote = f"/tmp/bench-serve-{host}.py"
         cpu_before, wall_before = server.cpu(), time.monotonic()
@@ -226,6 +227,22 @@ def serve_dispatch(results: Results, host_set: HostSet, runs: int) -> None:
         _tasks(results, server, inventory, local_env, runs, compiled)
     finally:
         server.stop()
+
+
+def _first_dispatch(server: Server, script: Path, timeout: float) -> None:
+    """Dispatch through the server until one succeeds (at most `timeout` s): a server just
+    started shows its hosts' GPUs in its snapshot a moment before its database has recorded
+    them, and a claim in that moment fails ("has no GPU [1] in the database")."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(server.client("dispatch", str(script)), env=server.env,
+                              capture_output=True, timeout=60, check=False)
+        if done.returncode == 0:
+            return
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"no dispatch through fleet serve succeeded in {timeout:.0f} s: "
+                               f"exit {done.returncode}: {done.stderr.decode()[-300:]}")
+        time.sleep(0.5)
 
 
 def _tasks(results: Results, server: Server, inventory: str, local_env: dict[str, str],
