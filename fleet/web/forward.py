@@ -24,7 +24,7 @@ from yarl import URL
 from fleet.errors import ConfigError, ServerUnavailable
 from fleet.web.auth import token_middleware
 from fleet.web.errors import SECURITY_HEADERS, security_headers
-from fleet.web.templates import ROOT
+from fleet.web.html import ROOT
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from fleet.inventory.select import host_matches
+from fleet.web.html import render
 from fleet.web.rows import SORT_KEYS, HostRows, blank_gpu, sort_rows
 from fleet.web.site import WEB
-from fleet.web.templates import render
 
 # The host page's chart windows (?window=), and the number of points a chart aims at.
 WINDOWS_S = {"5m": 300, "1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}

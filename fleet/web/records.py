@@ -13,8 +13,8 @@ from fleet.errors import FleetError
 from fleet.records import Severity
 from fleet.server.relay import EVENT_STREAM_HEADERS, relay
 from fleet.server.stream import sse_frame
+from fleet.web.html import render
 from fleet.web.site import WEB
-from fleet.web.templates import render
 from fleet.wire.codec import encode
 from fleet.wire.tasks import TASK_STATES
 

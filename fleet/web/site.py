@@ -24,8 +24,8 @@ from fleet.errors import ConfigError
 from fleet.snapshot import FleetSnapshot
 from fleet.web.auth import token_middleware, web_bind
 from fleet.web.errors import Middleware, html_errors, security_headers
+from fleet.web.html import ROOT as PREFIX
 from fleet.web.live import LiveRows
-from fleet.web.templates import ROOT as PREFIX
 
 if TYPE_CHECKING:
     from fleet.service import Fleet
@@ -52,9 +52,9 @@ WEB = web.AppKey("web", WebContext)
 
 def web_app(context: WebContext) -> web.Application:
     """The pages, their live streams and the vendored assets, as an app to mount at PREFIX."""
+    from fleet.web.html import TEMPLATES, environment
     from fleet.web.pages import add_pages
     from fleet.web.records import add_record_pages
-    from fleet.web.templates import TEMPLATES, environment
     from fleet.web.usage import add_usage_page
 
     app = web.Application(middlewares=[security_headers, html_errors])

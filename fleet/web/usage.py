@@ -8,8 +8,8 @@ from aiohttp import web
 
 from fleet.render.usage import FIELDS, usage_fields
 from fleet.services.usage import USAGE_BY
+from fleet.web.html import render
 from fleet.web.site import WEB
-from fleet.web.templates import render
 
 # The windows the page offers (?window=), in seconds.
 USAGE_WINDOWS_S = {"1d": 86400, "7d": 7 * 86400, "30d": 30 * 86400}
