@@ -30,6 +30,7 @@ class AllocationDetail:
     expires_at: int | None
     released_at: int | None
     release_reason: str | None
+    idle_since: int | None = None  # since when its GPU is idle (fleet.placement.idle)
 
     @property
     def active(self) -> bool:
@@ -67,6 +68,7 @@ def allocation_details(
             owner=row.owner, task_id=row.task_id, task_name=task_name, task_state=task_state,
             note=row.note, created_at=row.created_at, expires_at=row.expires_at,
             released_at=row.released_at, release_reason=row.release_reason,
+            idle_since=row.idle_since,
         )
         for row, idx, uuid, host, task_name, task_state in session.execute(query)
     ]

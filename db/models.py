@@ -250,6 +250,7 @@ class Allocation(Base):
     expires_at: Mapped[int | None] = mapped_column(BigInteger)
     released_at: Mapped[int | None] = mapped_column(BigInteger)
     release_reason: Mapped[str | None] = mapped_column(Text)
+    idle_since: Mapped[int | None] = mapped_column(BigInteger)  # below the idle thresholds
 
 
 class Event(Base):

@@ -23,6 +23,7 @@ class AllocationInfo:
     task_name: str | None = None
     expires_at: int | None = None  # epoch seconds
     note: str | None = None
+    idle_since: int | None = None  # epoch seconds: its GPU idle since (fleet.placement.idle)
 
 
 def allocation_infos(details: Iterable[AllocationDetail]) -> dict[tuple[str, int], AllocationInfo]:
@@ -31,7 +32,7 @@ def allocation_infos(details: Iterable[AllocationDetail]) -> dict[tuple[str, int
         (detail.host, detail.gpu_idx): AllocationInfo(
             allocation_id=detail.id, kind=detail.kind, owner=detail.owner,
             task_id=detail.task_id, task_name=detail.task_name, expires_at=detail.expires_at,
-            note=detail.note)
+            note=detail.note, idle_since=detail.idle_since)
         for detail in details
     }
 

@@ -117,7 +117,7 @@ class FleetAdapter:
 
     async def allocations(self) -> list[AllocationView]:
         return [AllocationView(a.id, a.kind, a.owner, a.host, a.gpu_idx, a.created_at,
-                               a.task_id, a.expires_at, a.note)
+                               a.task_id, a.expires_at, a.note, a.idle_since)
                 for a in await self.fleet.allocations()]
 
     async def reserve(self, host: str, gpu_indices: Sequence[int], duration_s: float | None,

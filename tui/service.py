@@ -84,6 +84,7 @@ class AllocationView:
     task_id: int | None = None
     expires_at: int | None = None  # epoch seconds; None: until released
     note: str | None = None
+    idle_since: int | None = None  # epoch seconds: its GPU has been idle since
 
 
 @dataclass(frozen=True)

@@ -160,14 +160,15 @@ def _render_allocations(rows: list[AllocationDetail], show_all: bool) -> str:
         return "no active allocations" if not show_all else "no allocations"
     columns = [Column("ID", ">"), Column("HOST"), Column("GPU", ">"), Column("UUID", max_width=40),
                Column("KIND"), Column("OWNER"), Column("TASK"), Column("SINCE"),
-               Column("EXPIRES"), Column("NOTE", max_width=40)]
+               Column("EXPIRES"), Column("IDLE SINCE"), Column("NOTE", max_width=40)]
     if show_all:
         columns += [Column("RELEASED"), Column("REASON", max_width=30)]
     table = []
     for row in rows:
         task = None if row.task_id is None else f"{row.task_id} {row.task_name or ''}".strip()
         cells: list[object] = [row.id, row.host, row.gpu_idx, row.uuid, row.kind, row.owner, task,
-                               format_time(row.created_at), _expires(row.expires_at), row.note]
+                               format_time(row.created_at), _expires(row.expires_at),
+                               format_time(row.idle_since) if row.idle_since else None, row.note]
         if show_all:
             cells += [format_time(row.released_at) if row.released_at else "active",
                       row.release_reason]

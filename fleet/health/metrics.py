@@ -88,9 +88,13 @@ def snapshot_metrics(snapshot: FleetSnapshot | None) -> list[MetricFamily]:
     hosts = snapshot.hosts if snapshot is not None else ()
     gpus = [gpu for host in hosts for gpu in host.gpus]
     allocated: dict[str, int] = {}
+    idle: dict[tuple[str, str], int] = {}  # (owner, kind) → idle GPUs held
     for gpu in gpus:
         if gpu.allocation is not None:
             allocated[gpu.allocation.kind] = allocated.get(gpu.allocation.kind, 0) + 1
+            if gpu.allocation.idle_since is not None:
+                key = (gpu.allocation.owner, gpu.allocation.kind)
+                idle[key] = idle.get(key, 0) + 1
     taken_at: list[tuple[Labels, float]] = [] if snapshot is None else [({}, snapshot.taken_at)]
     return [
         MetricFamily("fleet_snapshot_timestamp_seconds",
@@ -134,4 +138,8 @@ def snapshot_metrics(snapshot: FleetSnapshot | None) -> list[MetricFamily]:
         MetricFamily("fleet_allocations", "GPUs currently allocated, by allocation kind.",
                      samples=[({"kind": kind}, float(allocated.get(kind, 0)))
                               for kind in ("task", "reservation")]),
+        MetricFamily("fleet_allocations_idle", "Allocated GPUs marked idle (idle: settings), "
+                     "by owner and kind.",
+                     samples=[({"owner": owner, "kind": kind}, float(count))
+                              for (owner, kind), count in sorted(idle.items())]),
     ]

@@ -7,6 +7,7 @@ from fleet.health.hooks import HookSettings
 from fleet.health.retention import RetentionSettings
 from fleet.health.rules import HealthSettings
 from fleet.monitor.settings import MonitorSettings, SshSettings
+from fleet.placement.idle import IdleSettings
 from fleet.placement.limits import LimitSettings
 from fleet.server.settings import ServeSettings
 
@@ -20,6 +21,7 @@ SECTIONS: dict[str, type] = {
     "serve": ServeSettings,
     "queue": QueueSettings,
     "limits": LimitSettings,
+    "idle": IdleSettings,
 }
 
 # Sections that live in the same settings file but are validated by their own feature when it

@@ -116,6 +116,7 @@ def allocation_to_json(row: AllocationDetail) -> dict[str, Any]:
         "created_at": row.created_at,
         "expires_at": row.expires_at,
         "released_at": row.released_at,
+        "idle_since": row.idle_since,
         "release_reason": row.release_reason,
         "active": row.active,
     }

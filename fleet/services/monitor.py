@@ -41,8 +41,12 @@ class MonitorService:
         self._housekeeping_passes = 0
 
     async def _housekeeping(self, monitor: Monitor) -> None:
-        """Expire reservations, show allocations in snapshots, reconcile tasks every 30 s."""
+        """Expire reservations, mark idle holdings, show allocations in snapshots, reconcile
+        tasks every 30 s."""
+        from fleet.placement.idle import IdleSettings
+
         await self.placement.expire_reservations()
+        await self.placement.mark_idle(monitor.settings.section("idle", IdleSettings))
         monitor.set_allocations(await self.placement.active_allocations())
         self._housekeeping_passes += 1
         if self._housekeeping_passes % RECONCILE_EVERY_PASSES == 1:

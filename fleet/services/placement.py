@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from fleet.model import HostSpec
     from fleet.placement.candidates import CandidateSet, RecentLoad
     from fleet.placement.claim import Claim
+    from fleet.placement.idle import IdleOutcome, IdleSettings
     from fleet.placement.limits import UserLimits
     from fleet.placement.place import PlacementResult
     from fleet.placement.request import PlacementRequest
@@ -226,6 +227,16 @@ class PlacementService:
         return await self.context.call("reserve GPUs", partial(
             claim, database, host, indices, kind="reservation", owner=who, note=note,
             expires_at=expires_at, limits=limits))
+
+    async def mark_idle(self, settings: IdleSettings) -> IdleOutcome:
+        """Mark allocations whose GPUs stay idle, unmark busy ones, release idle reservations
+        when configured (fleet.placement.idle); the leader's housekeeping calls it."""
+        from fleet.placement.idle import mark_idle
+
+        database = self.context.database
+        now = self.context.now()
+        return await self.context.call("mark idle allocations",
+                                       lambda: mark_idle(database, settings, now))
 
     def user_limits(self, owner: str) -> UserLimits:
         """`owner`'s limits from the effective settings (ConfigError for a bad `limits:`)."""

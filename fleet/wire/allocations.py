@@ -31,6 +31,7 @@ class AllocationWire(Struct, frozen=True):
     expires_at: int | None
     released_at: int | None
     release_reason: str | None
+    idle_since: int | None = None
 
 
 class AllocationList(Struct, frozen=True):

@@ -101,6 +101,7 @@ class AllocationInfoWire(Struct, frozen=True):
     task_name: str | None = None
     expires_at: int | None = None
     note: str | None = None
+    idle_since: int | None = None
 
 
 class GpuSnapshotWire(Struct, frozen=True):

@@ -20,7 +20,8 @@ from tui.widgets.keyed_table import KeyedTable
 
 ALLOCATION_COLUMNS = (("id", "ID", 5), ("kind", "Kind", 11), ("gpu", "Host:GPU", 18),
                       ("owner", "Owner", 10), ("task", "Task", 6), ("age", "Since", 6),
-                      ("expires", "Expires in", 10), ("note", "Note", 24))
+                      ("expires", "Expires in", 10), ("idle", "Idle for", 8),
+                      ("note", "Note", 24))
 REFRESH_S = 3.0
 
 
@@ -97,5 +98,7 @@ def _cells(allocation: AllocationView, now: float) -> tuple[object, ...]:
         str(allocation.task_id) if allocation.task_id is not None else "–",
         fmt.age(now - allocation.created_at),
         expires,
+        Text(fmt.age(now - allocation.idle_since), style="bold yellow")
+        if allocation.idle_since is not None else "–",
         fmt.clip(allocation.note or "", 24),
     )
