@@ -7,6 +7,8 @@ import json
 import time
 from dataclasses import replace
 
+from aiohttp import web
+
 from fleet.server.stream import Frame, Subscriber
 from fleet.snapshot import AllocationInfo, FleetSnapshot
 from fleet.web.live import LiveRows
@@ -131,3 +133,17 @@ def test_blank_gpu_row_has_every_cell_of_a_real_one() -> None:
 
     real = fleet_rows(fleet(), NOW)["atlas"].gpus["atlas:0"]
     assert tuple(real) == GPU_CELLS == tuple(blank_gpu())
+
+
+async def test_overview_without_readings_says_why_not_that_nothing_matches() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fleet.web.site import WebContext, web_app
+
+    app = web.Application()
+    app.add_subapp("/web/", web_app(WebContext(None, LiveRows())))  # type: ignore[arg-type]
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        reply = await client.get("/web/")
+        assert reply.status == 200
+        assert "No live readings yet" in await reply.text()
+        assert "Content-Security-Policy" in reply.headers
