@@ -159,9 +159,8 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
         launched = True
         pgid = await host.launch(task_dir)
         started_at = now_s()
-        await asyncio.to_thread(records.set_fields, database, task_id,
-                                from_states=("starting",), state="running",
-                                remote_pid=pgid, started_at=started_at)
+        await asyncio.to_thread(records.started, database, task_id, pgid=pgid,
+                                started_at=started_at)
         await asyncio.to_thread(records.checked, database, task_id)
     except BaseException as exc:
         await _abort_start(context, task_id, host, task_dir if launched else None, exc)

@@ -154,7 +154,6 @@ async def _check_task(context: FleetContext, host: TaskHost, row: TaskRow,
         return
     await asyncio.to_thread(records.checked, database, row.id)
     if row.state == "starting":
-        await asyncio.to_thread(records.set_fields, database, row.id, from_states=("starting",),
-                                state="running", remote_pid=status.pgid,
+        await asyncio.to_thread(records.started, database, row.id, pgid=status.pgid,
                                 started_at=row.started_at or now_s())
     report.still_running.append(row.id)

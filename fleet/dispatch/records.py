@@ -8,6 +8,7 @@ reconciler can race to end the same task and exactly one wins; the allocation go
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from db.engine import Database
@@ -15,6 +16,7 @@ from db.hosts import host_ids_by_name
 from db.task_runs import mark_checked, peak_memory_used
 from db.tasks import ACTIVE_TASK_STATES, TaskRow, finish_task, get_task, update_task
 from fleet.dispatch.ending import Ending
+from fleet.dispatch.task_events import record_task_ended, record_task_started
 from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -69,8 +71,25 @@ def finish(database: Database, task_id: int, ending: Ending) -> bool:
         peak = None
         if started is not None:
             peak = peak_memory_used(session, [gpu.gpu_id for gpu in row.gpus], started, ended_at)
-        return finish_task(session, task_id, state=ending.state, now=ended_at,
+        if not finish_task(session, task_id, state=ending.state, now=ended_at,
                            exit_code=ending.exit_code, error=ending.error,
                            gpu_seconds=gpu_seconds, peak_memory_bytes=peak,
                            from_states=ACTIVE_TASK_STATES, released_at=now_s(),
-                           timed_out=ending.timed_out)
+                           timed_out=ending.timed_out):
+            return False
+        # Only the one process whose compare-and-set won records the end as an event.
+        record_task_ended(session, row, replace(ending, ended_at=ended_at), duration)
+        return True
+
+
+def started(database: Database, task_id: int, *, pgid: int | None, started_at: int) -> bool:
+    """`starting` → `running` (with its process group and start time); False if it had left
+    `starting`. A task that waited in the queue gets a `task_started` event with it."""
+    with database.session() as session:
+        if not update_task(session, task_id, from_states=("starting",), state="running",
+                           remote_pid=pgid, started_at=started_at):
+            return False
+        row = get_task(session, task_id)
+        if row is not None:
+            record_task_started(session, row, started_at)
+        return True

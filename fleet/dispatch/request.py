@@ -74,6 +74,7 @@ class DispatchRequest:
             "python": self.python,
             "timeout_s": self.timeout_s,
             "grace_s": self.grace_s,
+            "wait": self.wait,  # dispatched to wait in the queue (task_started is told then)
         }
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from db.types import SEVERITIES
+from fleet.health.webhook_settings import Webhook
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +78,20 @@ class HookCommand:
 
 @dataclass(frozen=True)
 class HookSettings:
-    """The `hooks:` settings: commands, default timeout, concurrency and queue bound."""
+    """The `hooks:` settings: commands, webhooks, default timeout, concurrency and queue bound.
+
+    `max_concurrent` and `queue_size` bound the commands and, separately, the webhook
+    deliveries (fleet.health.webhook_delivery); `webhook_poll_s` is how often the monitor looks
+    for new events to deliver.
+    """
 
     commands: tuple[HookCommand, ...] = ()
     timeout_s: float = 10.0
     max_concurrent: int = 4
     queue_size: int = 256
     close_timeout_s: float = 5.0
+    webhooks: tuple[Webhook, ...] = ()
+    webhook_poll_s: float = 2.0
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -92,6 +100,9 @@ class HookSettings:
             raise ValueError(f"hooks max_concurrent must be at least 1, not {self.max_concurrent}")
         if self.queue_size < 1:
             raise ValueError(f"hooks queue_size must be at least 1, not {self.queue_size}")
+        if not 0.01 <= self.webhook_poll_s <= 3600:
+            raise ValueError("hooks webhook_poll_s must be between 0.01 and 3600, not "
+                             f"{self.webhook_poll_s:g}")
 
 
 FailureCallback = Callable[[dict[str, object]], None]

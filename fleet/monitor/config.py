@@ -94,7 +94,8 @@ class Settings:
         return Settings({**self.sections, section: updated}, origins, self.files)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data: {section: {key: value}} (nested dataclasses as dicts, tuples as lists)."""
+        """Plain data: {section: {key: value}} (nested dataclasses as dicts, tuples as lists),
+        secrets of webhook URLs hidden."""
         return {name: _plain(value) for name, value in self.sections.items()}
 
 
@@ -313,7 +314,9 @@ def _merge(layers: list[_Layer]) -> Settings:
 
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # A field whose metadata names `shown_as` (a webhook URL) is shown through it.
+        return {f.name: f.metadata["shown_as"](getattr(value, f.name)) if "shown_as" in f.metadata
+                else _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
     if isinstance(value, dict):

@@ -14,6 +14,7 @@ from fleet.errors import StorageError
 from fleet.health.hooks import HookRunner
 from fleet.health.metrics import MetricFamily
 from fleet.health.rules import HealthTracker
+from fleet.health.webhook_feed import WebhookFeed
 from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.local import LocalStream
 from fleet.monitor.snapshots import SnapshotHub
@@ -79,6 +80,7 @@ class Monitor:
         self._failing: dict[str, tuple[HostOutcome, str]] = {}
         self.health = HealthTracker(settings.health)
         self.hooks: HookRunner | None = None
+        self.webhooks: WebhookFeed | None = None  # with `hooks.webhooks` configured
         self.retention_passes = 0
 
     @property
@@ -97,6 +99,10 @@ class Monitor:
         for seed in await self.writer.register_hosts(list(self.specs)):
             self.health.seed(seed)
         self.hooks = HookRunner(self.settings.hooks, on_failure=self._hook_failed)
+        if self.settings.hooks.webhooks:
+            self.webhooks = WebhookFeed(self.writer.database, self.settings.hooks,
+                                        on_failure=self._hook_failed)
+            await self.webhooks.start()
         self._running = True
         for spec in self.specs:
             stream: HostStream | LocalStream
@@ -149,7 +155,9 @@ class Monitor:
         await self.pool.close()
         if self.hooks is not None:
             await self.hooks.close()
-            await self.writer.flush()  # failures of the last hooks are events too
+        if self.webhooks is not None:
+            await self.webhooks.close()
+        await self.writer.flush()  # failures of the last hooks and webhooks are events too
         self._publish()
         self.hub.close()
 
@@ -231,7 +239,8 @@ class Monitor:
                 self._update(replace(host, state=state))
 
     def _hook_failed(self, failure: dict[str, object]) -> None:
-        """A hook run failed: record it as an event (hooks never run for these)."""
+        """A hook run or webhook delivery failed: record it as an event (hook_failed,
+        webhook_failed), which no hook command runs for (webhooks: see Webhook.wants)."""
         gpu_index = failure.get("gpu_index")
         host = failure.get("host")
         data = failure.get("data")

@@ -1,0 +1,189 @@
+"""Webhooks against a real HTTP receiver on 127.0.0.1: formats, retries, deadlines, failures."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from db.engine import Database
+from db.event_queries import find_events
+from db.tasks import create_task, update_task
+from fleet.dispatch import records
+from fleet.dispatch.ending import Ending
+from fleet.health.hooks import HookSettings
+from fleet.health.webhook_delivery import RetryPolicy, WebhookRunner
+from fleet.health.webhook_feed import WebhookFeed
+from fleet.health.webhook_settings import Webhook
+from fleet.monitor.config import default_settings
+from fleet.monitor.monitor import Monitor
+from fleet.ssh.options import SshOptions
+from tests.health.conftest import Seeded
+from tests.health.webhook_receiver import Receiver, wait_for
+
+FAST = RetryPolicy(first_wait_s=0.02, max_wait_s=0.1, attempt_timeout_s=2.0)
+EVENT = {"id": 7, "ts": 1700000000, "kind": "gpu_hot", "severity": "warning", "host": "alpha",
+         "gpu_index": 1, "task_id": None, "message": "alpha GPU 1: ok -> hot", "data": {}}
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deliveries honour proxy variables; the tests' receiver is on loopback, reached directly."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    started = await Receiver().start()
+    yield started
+    await started.close()
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on (bound, never listening, so never reused meanwhile)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def _failed_task(database: Database, seeded: Seeded) -> int:
+    """A running task of ann on alpha (GPU 0 and 1 not needed for the event)."""
+    with database.session() as session:
+        task_id = create_task(session, name="train.py", script="train.py", args=[],
+                              gpus_requested=1, owner="ann", now=int(time.time()) - 90,
+                              state="starting")
+        update_task(session, task_id, host_id=seeded.host_ids["alpha"], state="running",
+                    started_at=int(time.time()) - 90)
+    return task_id
+
+
+async def test_slack_json_for_a_failed_task_arrives_after_500s(
+        database: Database, seeded: Seeded, receiver: Receiver) -> None:
+    receiver.statuses = [500, 503, 200]
+    settings = HookSettings(webhooks=(Webhook(receiver.url(), kinds=("task_*",),
+                                              format="slack"),), webhook_poll_s=0.05)
+    feed = WebhookFeed(database, settings, policy=FAST)
+    await feed.start()
+    try:
+        task_id = _failed_task(database, seeded)
+        assert records.finish(database, task_id, Ending("failed", 3, "exit code 3",
+                                                        int(time.time()), 90.0))
+        await wait_for(lambda: receiver.delivered)
+    finally:
+        await feed.close()
+    assert [item.status for item in receiver.received] == [500, 503, 200]
+    (delivered,) = receiver.delivered
+    assert delivered.content_type == "application/json"
+    text = str(delivered.body["text"])
+    assert text.startswith("[ERROR] task_ended on alpha: ")
+    assert f"task {task_id} (train.py) of ann failed on alpha with exit code 3 after 1m30s" \
+        in text
+    blocks = delivered.body["blocks"]
+    assert isinstance(blocks, list) and blocks[0]["type"] == "section"
+    assert f"task {task_id}" in blocks[1]["elements"][0]["text"]
+    assert feed.runner is not None and feed.runner.stats.attempts == 3
+
+
+async def test_plain_json_is_the_event_document_and_filters_apply(receiver: Receiver) -> None:
+    runner = WebhookRunner([Webhook(receiver.url("/hook"), kinds=("gpu_*",)),
+                            Webhook(receiver.url("/severe"), min_severity="error")],
+                           policy=FAST)
+    assert runner.submit(EVENT) == 1  # gpu_hot is a warning: not for /severe
+    assert runner.submit({**EVENT, "kind": "host_down", "severity": "error"}) == 1
+    await runner.close(timeout_s=10)
+    assert sorted((item.path, item.body["kind"]) for item in receiver.delivered) == [
+        ("/hook", "gpu_hot"), ("/severe", "host_down")]
+    assert next(item.body for item in receiver.delivered if item.path == "/hook") == EVENT
+
+
+async def test_a_failing_webhook_is_an_event_and_never_a_stall(
+        receiver: Receiver, closed_port: int) -> None:
+    failures: list[dict[str, object]] = []
+    good = Webhook(receiver.url("/good"), name="good")
+    dead = Webhook(f"http://127.0.0.1:{closed_port}/hooks/SECRETTOKEN?key=SECRETKEY",
+                   deadline_s=0.5)
+    runner = WebhookRunner([dead, good], on_failure=failures.append, policy=FAST)
+    started = time.monotonic()
+    assert runner.submit(EVENT) == 2
+    assert time.monotonic() - started < 0.1  # submit only queues
+    await wait_for(lambda: failures and receiver.delivered)
+    (failure,) = failures
+    assert failure["kind"] == "webhook_failed" and failure["severity"] == "warning"
+    message = str(failure["message"])
+    assert "SECRET" not in message and "SECRET" not in str(failure["data"])
+    assert message.startswith(f"webhook http://127.0.0.1:{closed_port}/hooks/***?*** failed "
+                              "for event gpu_hot: cannot connect")
+    assert "gave up at its 0.5s deadline" in message
+    data = failure["data"]
+    assert isinstance(data, dict) and data["attempts"] > 1 and data["event_id"] == 7
+    # The failure goes to the other webhooks, never back to the one that failed; a failure to
+    # deliver a failure goes nowhere (two failing webhooks cannot feed each other).
+    assert runner.submit({**failure, "id": 8}) == 1
+    assert runner.submit({"kind": "webhook_failed", "severity": "warning",
+                          "data": {"webhook": "good", "event_kind": "webhook_failed"}}) == 0
+    await wait_for(lambda: len(receiver.delivered) == 2)
+    assert receiver.delivered[1].body["kind"] == "webhook_failed"
+    assert runner.submit(EVENT) == 2  # still delivering after the failure
+    await runner.close(timeout_s=10)
+    assert runner.stats.failed == 2 and runner.stats.delivered == 3
+
+
+async def test_4xx_is_not_retried_but_429_is(receiver: Receiver) -> None:
+    failures: list[dict[str, object]] = []
+    receiver.statuses = [404]
+    runner = WebhookRunner([Webhook(receiver.url())], on_failure=failures.append, policy=FAST)
+    runner.submit(EVENT)
+    await wait_for(lambda: failures)
+    assert len(receiver.received) == 1
+    assert "HTTP 404 after 1 attempt" in str(failures[0]["message"])
+    receiver.statuses = [429, 200]
+    receiver.received.clear()
+    receiver.headers = {"Retry-After": "0"}
+    runner.submit(EVENT)
+    await wait_for(lambda: receiver.delivered)
+    assert [item.status for item in receiver.received] == [429, 200]
+    await runner.close(timeout_s=10)
+
+
+async def test_full_queue_drops_and_counts(closed_port: int) -> None:
+    slow = Webhook(f"http://127.0.0.1:{closed_port}/x", deadline_s=5)
+    runner = WebhookRunner([slow], max_concurrent=1, queue_size=2,
+                           policy=RetryPolicy(first_wait_s=1, max_wait_s=1))
+    queued = sum(runner.submit(EVENT) for _ in range(10))
+    assert queued <= 3 and runner.stats.dropped >= 7
+    started = time.monotonic()
+    await runner.close(timeout_s=0.2)  # bounded: what is left is dropped, not awaited
+    assert time.monotonic() - started < 3
+
+
+async def test_the_monitor_delivers_task_events_and_records_webhook_failures(
+        database: Database, seeded: Seeded, receiver: Receiver, closed_port: int) -> None:
+    hooks = HookSettings(webhook_poll_s=0.05, close_timeout_s=2, webhooks=(
+        Webhook(receiver.url(), kinds=("task_*", "webhook_failed")),
+        Webhook(f"http://127.0.0.1:{closed_port}/services/T0/B0/SECRETTOKEN", deadline_s=0.3,
+                kinds=("task_ended",)),
+    ))
+    settings = default_settings().with_values("hooks", webhooks=hooks.webhooks,
+                                              webhook_poll_s=0.05, close_timeout_s=2)
+    monitor = Monitor([], database, SshOptions(), settings)  # no hosts: only the feed matters
+    await monitor.start()
+    try:
+        task_id = _failed_task(database, seeded)
+        records.finish(database, task_id, Ending("succeeded", 0, None, int(time.time()), 5.0))
+        await wait_for(lambda: any(item.body["kind"] == "webhook_failed"
+                                   for item in receiver.delivered))
+    finally:
+        await monitor.stop()
+    kinds = [item.body["kind"] for item in receiver.delivered]
+    assert kinds[0] == "task_ended" and receiver.delivered[0].body["severity"] == "info"
+    assert receiver.delivered[0].body["task_id"] == task_id
+    with database.session() as session:
+        (stored,) = find_events(session, kind="webhook_failed")
+    assert stored.message.startswith(f"webhook http://127.0.0.1:{closed_port}/services/*** "
+                                     "failed for event task_ended")
+    assert "SECRETTOKEN" not in stored.message + str(stored.data)
