@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,8 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     import jinja2
+
+log = logging.getLogger(__name__)
 
 # Pages are served under this path on the socket and on `--web`'s port alike.
 ROOT = "/web/"
@@ -61,3 +64,34 @@ def render(request: web.Request, name: str, *, status: int = 200,
     text = template.render(root=ROOT, now=time.time(), **context)
     return web.Response(text=text, status=status,
                         content_type="text/html")
+
+
+# Bytes of a streamed page written at once: the browser draws the first rows meanwhile.
+STREAM_CHUNK_BYTES = 64 * 1024
+
+
+async def render_streamed(request: web.Request, name: str,
+                          **context: Any) -> web.StreamResponse:
+    """Like `render`, but written as the template produces it (a 1,000-host overview)."""
+    from fleet.web.errors import SECURITY_HEADERS
+
+    context.setdefault("page", "")
+    template = request.app[TEMPLATES].get_template(name)
+    response = web.StreamResponse(headers={**SECURITY_HEADERS,
+                                           "Content-Type": "text/html; charset=utf-8"})
+    parts = template.generate(root=ROOT, now=time.time(), **context)
+    await response.prepare(request)
+    buffered: list[str] = []
+    size = 0
+    try:
+        for part in parts:
+            buffered.append(part)
+            size += len(part)
+            if size >= STREAM_CHUNK_BYTES:
+                await response.write("".join(buffered).encode())
+                buffered, size = [], 0
+        await response.write("".join(buffered).encode())
+        await response.write_eof()
+    except ConnectionError as exc:  # the browser went away mid-page: nothing to answer
+        log.info("web: %s went away mid-page: %s", request.path[:200], exc or type(exc).__name__)
+    return response

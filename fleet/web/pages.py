@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from fleet.inventory.select import host_matches
-from fleet.web.html import render
+from fleet.web.html import render, render_streamed
 from fleet.web.rows import SORT_KEYS, HostRows, blank_gpu, sort_rows
 from fleet.web.site import WEB
 
@@ -41,7 +41,7 @@ def _bad_request(message: str) -> web.HTTPBadRequest:
     return web.HTTPBadRequest(text=message)
 
 
-async def overview(request: web.Request) -> web.Response:
+async def overview(request: web.Request) -> web.StreamResponse:
     """Every host matching `?hosts=PATTERN` (the `--hosts` syntax), ordered by `?sort=KEY`."""
     pattern = request.query.get("hosts", "").strip()
     sort = request.query.get("sort", "name")
@@ -50,9 +50,9 @@ async def overview(request: web.Request) -> web.Response:
     version, rows = request.app[WEB].live.current()
     shown = [row for row in rows.values()
              if host_matches(pattern or None, row.name, row.groups, row.labels)]
-    return render(request, "overview.html", page="overview", version=version,
-                  rows=sort_rows(shown, sort), total=len(rows), pattern=pattern, sort=sort,
-                  sort_keys=SORT_KEYS, blank_gpu=blank_gpu())
+    return await render_streamed(request, "overview.html", page="overview", version=version,
+                                 rows=sort_rows(shown, sort), total=len(rows), pattern=pattern,
+                                 sort=sort, sort_keys=SORT_KEYS, blank_gpu=blank_gpu())
 
 
 @dataclass(frozen=True)
