@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 @click.option("--priority", default=0, show_default=True, type=int,
               help="With --wait: higher runs first; equal priorities are FIFO.")
 @click.option("--name", metavar="TEXT", help="Task name [default: the script's file name].")
+@click.option("--notify", is_flag=True, help="Tell me: the task's end, and its start after a "
+              "wait, go to the webhooks that deliver only such tasks (only_notified).")
 @click.option("--explain", is_flag=True, help="Print each candidate GPU's score per factor "
               "and every exclusion (on stderr).")
 @click.option("--dry-run", is_flag=True, help="Place (and explain) without running anything.")
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
              extras: tuple[Path, ...], env: tuple[str, ...], workdir: str | None,
              python: str | None, timeout: str | None, grace: str, detach: bool, wait: bool,
-             queue_timeout: str, priority: int, name: str | None, explain: bool,
+             queue_timeout: str, priority: int, name: str | None, notify: bool, explain: bool,
              dry_run: bool, lost_after: str, **placement: Any) -> int:
     """Run SCRIPT [ARGS...] on the best free GPUs; stream its output; exit with its exit code.
 
@@ -84,7 +86,7 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
         args=args, extras=extras, env=parse_env(env), workdir=workdir, python=python,
         timeout_s=None if timeout is None else parse_duration(timeout, what="--timeout"),
         grace_s=parse_duration(grace, what="--grace"), name=name, priority=priority, wait=wait,
-        queue_timeout_s=parse_duration(queue_timeout, what="--queue-timeout"),
+        queue_timeout_s=parse_duration(queue_timeout, what="--queue-timeout"), notify=notify,
     )
     request.validate()
     lost_after_s = parse_duration(lost_after, what="--lost-after")

@@ -49,6 +49,7 @@ class DispatchRequest:
     wait: bool = False
     queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
     owner: str | None = None
+    notify: bool = False  # --notify: the task's events say so, for webhooks' only_notified
     # The paths as the user named them, when the files were staged elsewhere (fleet serve).
     shown_script: str | None = None
     shown_extras: tuple[str, ...] | None = None
@@ -75,6 +76,7 @@ class DispatchRequest:
             "timeout_s": self.timeout_s,
             "grace_s": self.grace_s,
             "wait": self.wait,  # dispatched to wait in the queue (task_started is told then)
+            "notify": self.notify,
         }
 
 

@@ -47,6 +47,7 @@ def record_task_ended(session: Session, row: TaskRow, ending: Ending,
         "task": row.id, "name": row.name, "owner": row.owner, "state": ending.state,
         "exit_code": ending.exit_code, "error": ending.error, "timed_out": ending.timed_out,
         "duration_s": duration_s, "gpus": [gpu.idx for gpu in row.gpus],
+        "notify": bool(row.constraints.get("notify")),
     }
     return add_event(session, ts=ending.ended_at, kind=TASK_ENDED_KIND,
                      severity=ended_severity(ending), message=message, host_id=row.host_id,
@@ -62,7 +63,8 @@ def record_task_started(session: Session, row: TaskRow, started_at: int) -> int 
     message = (f"task {row.id} ({row.name}) of {row.owner} started{where} after waiting "
                f"{_duration(waited_s)} in the queue")
     data: dict[str, object] = {"task": row.id, "name": row.name, "owner": row.owner,
-                               "waited_s": waited_s, "gpus": [gpu.idx for gpu in row.gpus]}
+                               "waited_s": waited_s, "gpus": [gpu.idx for gpu in row.gpus],
+                               "notify": bool(row.constraints.get("notify"))}
     return add_event(session, ts=started_at, kind=TASK_STARTED_KIND, severity="info",
                      message=message, host_id=row.host_id, task_id=row.id, data=data)
 

@@ -24,7 +24,8 @@ class Webhook:
     `kinds` are event kinds or globs ("task_*"), matched case-insensitively as hook commands'
     `kinds` are; empty means every kind. `format` is "json" (the event document) or "slack"
     (Slack-compatible `{"text", "blocks"}`, which Mattermost and Rocket.Chat accept too).
-    `deadline_s` bounds one event's delivery, every retry included.
+    `deadline_s` bounds one event's delivery, every retry included. `only_notified` keeps
+    only the events of tasks dispatched with `--notify` (their `data.notify` is true).
     """
 
     # `fleet config show` prints the URL through `shown_as`: its secrets hidden.
@@ -35,6 +36,7 @@ class Webhook:
     format: str = "json"
     name: str | None = None
     deadline_s: float = 60.0
+    only_notified: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -73,13 +75,15 @@ class Webhook:
         """True when `event` passes the kind and severity filters and is not this webhook's
         own failure (a failing webhook is never told that it failed: no loops)."""
         kind = str(event.get("kind", "")).lower()
-        if kind == WEBHOOK_FAILED_KIND:
-            data = event.get("data")
-            about = data if isinstance(data, Mapping) else {}
-            # Nor is a failure to deliver a failure passed on: two failing webhooks would
-            # otherwise tell each other forever.
-            if about.get("webhook") == self.label or about.get("event_kind") == kind:
-                return False
+        data = event.get("data")
+        details = data if isinstance(data, Mapping) else {}
+        # Nor is a failure to deliver a failure passed on: two failing webhooks would otherwise
+        # tell each other forever.
+        if kind == WEBHOOK_FAILED_KIND and (details.get("webhook") == self.label
+                                            or details.get("event_kind") == kind):
+            return False
+        if self.only_notified and details.get("notify") is not True:
+            return False
         if self.kinds and not any(fnmatch.fnmatchcase(kind, pattern.lower())
                                   for pattern in self.kinds):
             return False

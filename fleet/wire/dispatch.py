@@ -45,6 +45,7 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     follow: bool = True  # False (--detach): the stream ends once the task runs
     explain: bool = False  # the started event carries the placement's explanation
     lost_after_s: float | None = None
+    notify: bool = False  # --notify: the task's events carry notify: true
 
 
 class SubmittedEvent(Struct, frozen=True):

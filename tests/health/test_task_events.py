@@ -3,24 +3,35 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from db.engine import Database
 from db.event_queries import find_events
+from db.event_tail import events_after
 from db.tasks import create_task, get_task, update_task
 from fleet.dispatch import records
 from fleet.dispatch.ending import Ending
+from fleet.dispatch.request import DispatchRequest
+from fleet.dispatch.staging import pack, stage
 from fleet.dispatch.task_events import STARTED_AFTER_WAIT_S
+from fleet.health.webhook_feed import event_document
+from fleet.health.webhook_settings import Webhook
+from fleet.placement.request import PlacementRequest
+from fleet.wire.codec import decode, encode
+from fleet.wire.dispatch import SubmitRequest
 from tests.health.conftest import Seeded
 
 
 def _task(database: Database, seeded: Seeded, *, state: str, wait: bool = False,
-          submitted_ago: int = 0) -> int:
+          submitted_ago: int = 0, constraints: dict[str, Any] | None = None) -> int:
     with database.session() as session:
         task_id = create_task(session, name="sweep.py", script="sweep.py", args=[],
                               gpus_requested=1, owner="bob", state=state,  # type: ignore[arg-type]
-                              now=int(time.time()) - submitted_ago, constraints={"wait": wait})
+                              now=int(time.time()) - submitted_ago,
+                              constraints=constraints or {"wait": wait})
         update_task(session, task_id, host_id=seeded.host_ids["beta"])
     return task_id
 
@@ -64,3 +75,24 @@ def test_task_started_only_after_a_wait_in_the_queue(database: Database, seeded:
     assert events[0].message.startswith(f"task {waited} (sweep.py) of bob started on beta "
                                         "after waiting 1m")
     assert row is not None and (row.state, row.remote_pid) == ("running", 4242)
+
+
+def test_notify_travels_to_the_server_and_into_the_task_events(
+        database: Database, seeded: Seeded, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    request = DispatchRequest(script, PlacementRequest(gpus=1), notify=True)
+    (tmp_path / "staged").mkdir()
+    staged = stage(decode(encode(pack(request, follow=True)), SubmitRequest), tmp_path / "staged")
+    assert staged.notify and staged.stored_constraints()["notify"] is True
+
+    mine = _task(database, seeded, state="running", constraints=staged.stored_constraints())
+    other = _task(database, seeded, state="running")
+    for task_id in (mine, other):
+        records.finish(database, task_id, Ending("failed", 1, "exit code 1", 0, 1.0))
+    with database.session() as session:
+        documents = [event_document(row) for row in events_after(session, 0)]
+    only_notified = Webhook("https://example.com/x", kinds=("task_*",), only_notified=True)
+    everyone = Webhook("https://example.com/x", kinds=("task_*",))
+    assert [doc["task_id"] for doc in documents if only_notified.wants(doc)] == [mine]
+    assert [doc["task_id"] for doc in documents if everyone.wants(doc)] == [mine, other]
