@@ -60,6 +60,13 @@ def queued_tasks(session: Session) -> list[QueuedTask]:
     return [QueuedTask(*row) for row in rows]
 
 
+def task_sessions(session: Session) -> dict[int, int]:
+    """Running tasks' session ids on their hosts (task id → remote_pid, its wrapper's pid)."""
+    rows = session.execute(select(Task.id, Task.remote_pid).where(
+        Task.state.in_(("starting", "running")), Task.remote_pid.is_not(None)))
+    return {task_id: int(pid) for task_id, pid in rows if pid is not None}
+
+
 def queued_count(session: Session, owner: str) -> int:
     """How many of `owner`'s tasks wait in the queue."""
     return int(session.scalar(select(func.count()).select_from(Task).where(

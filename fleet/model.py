@@ -58,6 +58,9 @@ class ProcessInfo:
     pid: int
     used_memory_bytes: int | None
     name: str | None = None
+    uid: int | None = None  # its real uid on the host (None: not readable)
+    user: str | None = None  # that uid's name on the host
+    session: int | None = None  # its session id: a fleet task's is its wrapper's pid
 
 
 @dataclass(frozen=True)

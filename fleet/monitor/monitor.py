@@ -14,6 +14,7 @@ from fleet.errors import StorageError
 from fleet.health.hooks import HookRunner
 from fleet.health.metrics import MetricFamily
 from fleet.health.rules import HealthTracker
+from fleet.health.unmanaged import UnmanagedWatch
 from fleet.health.webhook_feed import WebhookFeed
 from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.local import LocalStream
@@ -59,6 +60,7 @@ class Monitor:
         self.housekeeping = housekeeping
         self._allocations: dict[tuple[str, int], AllocationInfo] = {}
         self.settings = settings
+        self.unmanaged = UnmanagedWatch()  # processes fleet did not start (housekeeping)
         self.options = settings.ssh.apply(ssh_options)
         self.pool = ConnectionPool(self.options, settings.monitor.max_handshakes)
         self.writer = SampleWriter(database, settings.monitor.flush_rows,
@@ -303,6 +305,11 @@ class Monitor:
                          [({}, float(stats.dropped_reports))]),
             MetricFamily("fleet_monitor_buffered_rows", "Sample rows waiting to be written.",
                          samples=[({}, float(self.writer.buffered_rows))]),
+            MetricFamily("fleet_gpu_unmanaged_processes", "Processes fleet did not start on "
+                         "the GPU (not its task's, not its reservation owner's).",
+                         samples=[({"host": host, "gpu": str(index)}, float(count))
+                                  for (host, index), count in sorted(
+                                      self.unmanaged.counts().items())]),
         ]
 
     def set_allocations(self, allocations: dict[tuple[str, int], AllocationInfo]) -> None:

@@ -149,7 +149,9 @@ def _processes(value: Any, where: str, host: str, warnings: list[str]) -> tuple[
             continue
         processes.append(
             ProcessInfo(
-                pid=pid, used_memory_bytes=read.integer("used_memory_bytes"), name=read.text("name")
+                pid=pid, used_memory_bytes=read.integer("used_memory_bytes"),
+                name=read.text("name"), uid=read.integer("uid", minimum=0), user=read.text("user"),
+                session=read.integer("session", minimum=0),
             )
         )
     return tuple(processes)

@@ -114,6 +114,39 @@ def _process_name(pid):
         return None  # gone, in another pid namespace, or not ours to read
 
 
+def _process_uid(pid):
+    """The real uid of a process (None: gone, in another pid namespace, or not ours to read)."""
+    try:
+        with open("/proc/%d/status" % pid, "rb") as status:
+            for line in status.read(8192).decode("ascii", "replace").splitlines():
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _process_session(pid):
+    """The session id of a process (fields after "(comm)": state ppid pgrp session ...)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as stat:
+            fields = stat.read(4096).decode("ascii", "replace").rpartition(")")[2].split()
+        return int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _user_name(uid):
+    """The host's name for `uid` (None when it has none)."""
+    if uid is None:
+        return None
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return None
+
+
 def _read_processes(reader, handle):
     for name in ("nvmlDeviceGetComputeRunningProcesses_v3",
                  "nvmlDeviceGetComputeRunningProcesses_v2"):
@@ -132,10 +165,14 @@ def _read_processes(reader, handle):
         for process in found:
             pid = int(process.pid)
             used = process.usedGpuMemory
+            uid = _process_uid(pid)
             processes.append({
                 "pid": pid,
                 "used_memory_bytes": None if used is None else int(used),
                 "name": _process_name(pid),
+                "uid": uid,
+                "user": _user_name(uid),
+                "session": _process_session(pid),
             })
         return processes
     return []

@@ -32,6 +32,9 @@ class _WireProcess(msgspec.Struct, forbid_unknown_fields=True):
     pid: _Pid
     used_memory_bytes: _Count | None = None
     name: str | None = None
+    uid: _Count | None = None
+    user: str | None = None
+    session: _Count | None = None
 
 
 class _WireGpu(msgspec.Struct, forbid_unknown_fields=True):
@@ -167,7 +170,8 @@ def _typed_gpu(gpu: _WireGpu) -> GpuReport:
         ecc_errors_uncorrected=gpu.ecc_errors_uncorrected,
         retired_pages_pending=gpu.retired_pages_pending,
         processes=tuple(
-            ProcessInfo(pid=p.pid, used_memory_bytes=p.used_memory_bytes, name=_text(p.name))
+            ProcessInfo(pid=p.pid, used_memory_bytes=p.used_memory_bytes, name=_text(p.name),
+                        uid=p.uid, user=_text(p.user), session=p.session)
             for p in gpu.processes or ()
         ),
         lost=gpu.lost is True,

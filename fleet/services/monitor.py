@@ -41,16 +41,30 @@ class MonitorService:
         self._housekeeping_passes = 0
 
     async def _housekeeping(self, monitor: Monitor) -> None:
-        """Expire reservations, mark idle holdings, show allocations in snapshots, reconcile
-        tasks every 30 s."""
+        """Expire reservations, mark idle holdings, show allocations in snapshots, report
+        processes fleet did not start, reconcile tasks every 30 s."""
         from fleet.placement.idle import IdleSettings
 
         await self.placement.expire_reservations()
         await self.placement.mark_idle(monitor.settings.section("idle", IdleSettings))
         monitor.set_allocations(await self.placement.active_allocations())
+        await self._report_unmanaged(monitor)
         self._housekeeping_passes += 1
         if self._housekeeping_passes % RECONCILE_EVERY_PASSES == 1:
             await self.reconcile()
+
+    async def _report_unmanaged(self, monitor: Monitor) -> None:
+        """One `gpu_unmanaged_use` event per process fleet did not start (fleet.health.unmanaged).
+        """
+        from db.task_runs import task_sessions
+        from fleet.health.unmanaged import unmanaged_event
+
+        snapshot = monitor.snapshot()
+        if snapshot is None:
+            return
+        sessions = await self.context.read("read task sessions", task_sessions)
+        for use in monitor.unmanaged.check(snapshot, sessions):
+            monitor.writer.add_event(unmanaged_event(use))
 
     def monitor_settings(self) -> Settings:
         """The effective settings: defaults, the config file, the inventory's `settings:`."""

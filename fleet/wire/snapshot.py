@@ -14,6 +14,9 @@ class ProcessWire(Struct, frozen=True):
     pid: int
     used_memory_bytes: int | None
     name: str | None = None
+    uid: int | None = None
+    user: str | None = None
+    session: int | None = None
 
 
 class GpuReadingWire(Struct, frozen=True):

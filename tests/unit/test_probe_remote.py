@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import json
 import os
+import pwd
 import subprocess
 import sys
 from collections.abc import Callable
@@ -216,19 +217,21 @@ def test_ecc_errors_and_retired_pages(sim_host: SimHost) -> None:
     assert report.gpus[0].retired_pages_pending is False
 
 
-def test_process_names_come_from_proc(sim_host: SimHost) -> None:
+def test_process_names_owners_and_sessions_come_from_proc(sim_host: SimHost) -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         scenario = sim.idle(1)
         scenario.gpus[0].processes = [(sleeper.pid, 1 << 30), (2**22 + 12345, 1 << 20)]
         _, env = sim_host(scenario)
         report = run_once(VENV_PYTHON, env)
+        session = os.getsid(sleeper.pid)
     finally:
         sleeper.kill()
         sleeper.wait(timeout=10)
     assert report.gpus[0].processes == (
-        ProcessInfo(sleeper.pid, 1 << 30, "sleep"),
-        ProcessInfo(2**22 + 12345, 1 << 20, None),  # no such pid: name unknown, still listed
+        ProcessInfo(sleeper.pid, 1 << 30, "sleep", uid=os.getuid(),
+                    user=pwd.getpwuid(os.getuid()).pw_name, session=session),
+        ProcessInfo(2**22 + 12345, 1 << 20, None),  # no such pid: owner unknown, still listed
     )
 
 
