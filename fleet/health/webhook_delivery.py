@@ -138,6 +138,11 @@ class WebhookRunner:
             webhook, event = await self._queue.get()
             try:
                 await self._deliver(webhook, event)
+            except Exception as exc:  # a bug here must not stop this worker for good
+                log.exception("webhook %s: delivery of event %s broke", webhook.label,
+                              event.get("kind"))
+                self._failed(webhook, event, _Attempt(
+                    False, reason=f"internal error: {scrub(repr(exc), webhook.url)}"), 1, "")
             finally:
                 self._queue.task_done()
 

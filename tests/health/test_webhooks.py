@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -10,6 +11,7 @@ import pytest
 
 from db.engine import Database
 from db.event_queries import find_events
+from db.events import add_event
 from db.tasks import create_task, update_task
 from fleet.dispatch import records
 from fleet.dispatch.ending import Ending
@@ -187,3 +189,26 @@ async def test_the_monitor_delivers_task_events_and_records_webhook_failures(
     assert stored.message.startswith(f"webhook http://127.0.0.1:{closed_port}/services/*** "
                                      "failed for event task_ended")
     assert "SECRETTOKEN" not in stored.message + str(stored.data)
+
+
+async def test_an_event_committed_after_a_newer_one_is_still_delivered(
+        database: Database, receiver: Receiver) -> None:
+    if not database.url.startswith("postgresql"):
+        pytest.skip("SQLite writers take turns: ids are committed in their order")
+    settings = HookSettings(webhooks=(Webhook(receiver.url()),), webhook_poll_s=3600)
+    feed = WebhookFeed(database, settings, policy=FAST)
+    await feed.start()
+    assert feed.runner is not None
+    try:
+        with database.session() as late:  # takes the lower id, commits last
+            add_event(late, ts=1, kind="gpu_hot", severity="warning", message="late")
+            with database.session() as early:
+                add_event(early, ts=2, kind="gpu_hot", severity="warning", message="early")
+            await feed.poll()
+            await asyncio.wait_for(feed.runner.wait_idle(), 10)
+            assert [item.body["message"] for item in receiver.delivered] == ["early"]
+        await feed.poll()
+        await asyncio.wait_for(feed.runner.wait_idle(), 10)
+    finally:
+        await feed.close()
+    assert [item.body["message"] for item in receiver.delivered] == ["early", "late"]
