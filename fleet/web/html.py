@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from fleet.textsafe import safe_text
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -39,6 +41,11 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def shown_text(value: object) -> str:
+    """Text from hosts, tasks and users as one line, control characters shown as "?"."""
+    return "–" if value is None else safe_text(value, limit=1000)
+
+
 def environment() -> jinja2.Environment:
     """The templates in fleet/web/templates, escaping every value unless a template says not."""
     import jinja2
@@ -49,6 +56,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True)
     env.filters["when"] = when
     env.filters["duration"] = duration
+    env.filters["text"] = shown_text
     return env
 
 

@@ -27,9 +27,14 @@ SORT_ONLY_CELLS = frozenset({"free_n", "temp_n", "power_n"})
 
 @dataclass(frozen=True)
 class HostRows:
-    """One host's row and its GPUs' rows, keyed "HOST:IDX", with what the filter matches."""
+    """One host's row and its GPUs' rows, keyed "HOST:IDX", with what the filter matches.
+
+    `name` is the host's own (keys, links); `label` is the name as shown (control characters
+    made visible).
+    """
 
     name: str
+    label: str
     groups: tuple[str, ...]
     labels: tuple[tuple[str, str], ...]
     cells: Cells
@@ -139,7 +144,7 @@ def host_rows(host: HostSnapshot, now: float) -> HostRows:
     mark, words = freshness(host, now)
     gpus = {gpu.key: gpu_cells(host, gpu, now, mark) for gpu in host.gpus}
     spec = host.spec
-    return HostRows(spec.name, spec.groups, spec.labels,
+    return HostRows(spec.name, safe_text(spec.name, limit=96), spec.groups, spec.labels,
                     host_cells(host, gpus.values(), now, mark, words), gpus)
 
 

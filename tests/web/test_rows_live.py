@@ -147,3 +147,22 @@ async def test_overview_without_readings_says_why_not_that_nothing_matches() -> 
         assert reply.status == 200
         assert "No live readings yet" in await reply.text()
         assert "Content-Security-Policy" in reply.headers
+
+
+async def test_hostile_host_and_gpu_text_is_escaped_in_the_page_and_its_links() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fleet.web.site import WebContext, web_app
+
+    name = '<b onmouseover="x">h</b>&\x1b[31m'
+    hostile = host(name, [gpu(name, 0, '<script>alert("g")</script>', 80, 1, 0.1, 40, 60)],
+                   last_seen=time.time() - 1)
+    live = LiveRows()
+    live.update(FleetSnapshot(time.time(), (hostile,), frozenset({name})))
+    app = web.Application()
+    app.add_subapp("/web/", web_app(WebContext(None, live)))  # type: ignore[arg-type]
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        page = await (await client.get("/web/")).text()
+    assert "<b onmouseover" not in page and "<script>alert" not in page
+    assert ">&lt;b onmouseover=&#34;x&#34;&gt;h&lt;/b&gt;&amp;?[31m</a>" in page  # ESC as "?"
+    assert 'href="/web/hosts/%3Cb%20onmouseover%3D%22x%22%3Eh%3C/b%3E%26%1B%5B31m"' in page
