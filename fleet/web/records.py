@@ -13,7 +13,7 @@ from fleet.errors import FleetError
 from fleet.records import Severity
 from fleet.server.relay import EVENT_STREAM_HEADERS, relay
 from fleet.server.stream import sse_frame
-from fleet.web.html import render
+from fleet.web.html import render, when
 from fleet.web.site import WEB
 from fleet.wire.codec import encode
 from fleet.wire.tasks import TASK_STATES
@@ -79,7 +79,8 @@ async def task_log(request: web.Request) -> web.StreamResponse:
         try:
             row = await fleet.follow(task_id, on_output=lambda data: emit("output",
                                      log_text(data)), stop=stop, follow=True)
-            emit("end", {"state": row.state, "exit_code": row.exit_code})
+            emit("end", {"state": row.state, "exit_code": row.exit_code,
+                         "ended": when(row.ended_at)})
         except FleetError as exc:
             emit("end", {"state": "unknown", "error": str(exc)})
         finally:

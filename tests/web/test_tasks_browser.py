@@ -65,6 +65,7 @@ def test_task_log_streams_onto_the_open_page(web_server: WebServer, browser: Any
     assert heading.get_attribute("textContent") == HOSTILE_TASK_NAME
     assert not browser.find_elements("css selector", "main img")
     assert browser.find_element("id", "task-state").text == "succeeded"
+    assert browser.find_element("id", "task-ended").text.startswith("20")  # its end time
     screenshot(browser, "task-log")
     assert not [e for e in browser_errors(browser) if "favicon" not in e]
 

@@ -25,6 +25,8 @@
     status.textContent = end.error ? `ended: ${end.error}` : `ended: ${end.state}${exit}`;
     const state = document.getElementById("task-state");
     if (state && !end.error) state.textContent = end.state;
+    const endedAt = document.getElementById("task-ended");
+    if (endedAt && end.ended) endedAt.textContent = end.ended;
   });
   source.addEventListener("error", () => {
     if (!ended) status.textContent = "reconnecting…";
