@@ -104,7 +104,7 @@ async def test_plain_json_is_the_event_document_and_filters_apply(receiver: Rece
 
 
 async def test_a_failing_webhook_is_an_event_and_never_a_stall(
-        receiver: Receiver, closed_port: int) -> None:
+        receiver: Receiver, closed_port: int, caplog: pytest.LogCaptureFixture) -> None:
     failures: list[dict[str, object]] = []
     good = Webhook(receiver.url("/good"), name="good")
     dead = Webhook(f"http://127.0.0.1:{closed_port}/hooks/SECRETTOKEN?key=SECRETKEY",
@@ -121,6 +121,7 @@ async def test_a_failing_webhook_is_an_event_and_never_a_stall(
     assert message.startswith(f"webhook http://127.0.0.1:{closed_port}/hooks/***?*** failed "
                               "for event gpu_hot: cannot connect")
     assert "gave up at its 0.5s deadline" in message
+    assert message in caplog.text and "SECRET" not in caplog.text  # logged, redacted
     data = failure["data"]
     assert isinstance(data, dict) and data["attempts"] > 1 and data["event_id"] == 7
     # The failure goes to the other webhooks, never back to the one that failed; a failure to
