@@ -60,6 +60,7 @@ class GpuSeries:
     """One GPU's history over the window, as the chart script reads it (JSON)."""
 
     label: str
+    index: int
     ts: list[float]
     util: list[float | None]
     temp: list[float | None]
@@ -85,7 +86,8 @@ async def host_detail(request: web.Request) -> web.Response:
                                              bucket_s=max(1, span_s // CHART_POINTS))
     series: dict[int, GpuSeries] = {}
     for point in points:
-        gpu = series.setdefault(point.gpu_idx, GpuSeries(f"GPU {point.gpu_idx}", [], [], [], []))
+        gpu = series.setdefault(point.gpu_idx, GpuSeries(f"GPU {point.gpu_idx}", point.gpu_idx,
+                                                         [], [], [], []))
         gpu.ts.append(point.ts_ms / 1000)
         gpu.util.append(point.util_avg)
         gpu.temp.append(point.temp_avg)
@@ -94,6 +96,7 @@ async def host_detail(request: web.Request) -> web.Response:
     events = await context.fleet.events(host=name, limit=RECENT_EVENTS, newest_first=True)
     charts = [vars(series[index]) for index in sorted(series)]
     return render(request, "host.html", version=version, row=row, host=host, window=window,
-                  windows=list(WINDOWS_S), charts={"since": until - span_s, "until": until,
+                  windows=list(WINDOWS_S), charts={"host": name, "span": span_s,
+                                                   "since": until - span_s, "until": until,
                                                    "gpus": charts}, events=events)
 

@@ -108,7 +108,7 @@ def test_hostile_gpu_name_is_text_no_script_runs_and_csp_is_sent(
 
 
 def test_host_detail_draws_history_charts_with_points(
-        web_server: WebServer, browser: Any) -> None:
+        web_server: WebServer, web_lab: Cluster, browser: Any) -> None:
     time.sleep(1.5)  # a few 0.25 s samples reach the database (the monitor writes in batches)
     visit(browser, web_server.url + "hosts/gpu-a?window=5m")
     charts = browser.find_element("id", "charts")
@@ -123,7 +123,21 @@ def test_host_detail_draws_history_charts_with_points(
         "return n;", canvases[0])
     assert painted > 100
     assert "Facts" in browser.page_source and "Recent events" in browser.page_source
-    screenshot(browser, "host-detail")
+
+    # Live: a reading that changes adds points to the open charts, without a reload.
+    from fleet.sim import scenarios
+
+    busier = scenarios.idle(2, host="gpu-a")
+    busier.gpus[0].utilization_gpu_pct = 55
+    web_lab.host("gpu-a").set_gpus(busier)
+    try:
+        wait_until(lambda: int(charts.get_attribute("data-points") or 0) > points, 5,
+                   "the charts take the live readings")
+        util = browser.find_element("css selector", 'tr[data-gpu="gpu-a:0"] [data-c="util"]')
+        wait_until(lambda: util.text == "55 %", 5, "the GPU row shows the new reading")
+        screenshot(browser, "host-detail")
+    finally:
+        web_lab.host("gpu-a").set_gpus(scenarios.idle(2, host="gpu-a"))
     assert not [e for e in browser_errors(browser) if "favicon" not in e]
 
 

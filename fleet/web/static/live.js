@@ -112,6 +112,7 @@
           if (row) apply(row, row, delta);
         }
       }
+      document.dispatchEvent(new CustomEvent("fleet:gpus", { detail: JSON.parse(event.data) }));
     });
   }
   function refollowSoon() { // a burst of toggles opens one stream
