@@ -100,11 +100,11 @@ class Monitor:
             return
         for seed in await self.writer.register_hosts(list(self.specs)):
             self.health.seed(seed)
-        self.hooks = HookRunner(self.settings.hooks, on_failure=self._hook_failed)
-        if self.settings.hooks.webhooks:
+        if self.settings.hooks.webhooks:  # first: its start reads the database, and may fail
             self.webhooks = WebhookFeed(self.writer.database, self.settings.hooks,
                                         on_failure=self._hook_failed)
             await self.webhooks.start()
+        self.hooks = HookRunner(self.settings.hooks, on_failure=self._hook_failed)
         self._running = True
         for spec in self.specs:
             stream: HostStream | LocalStream
