@@ -22,6 +22,7 @@ from tui.service import (
     HostKeyFingerprint,
     PlacementPreview,
     TaskView,
+    UserUsageView,
 )
 
 if TYPE_CHECKING:
@@ -119,6 +120,11 @@ class FleetAdapter:
         return [AllocationView(a.id, a.kind, a.owner, a.host, a.gpu_idx, a.created_at,
                                a.task_id, a.expires_at, a.note, a.idle_since)
                 for a in await self.fleet.allocations()]
+
+    async def usage(self, since: float) -> list[UserUsageView]:
+        report = await self.fleet.usage(since=since, by="user")
+        return [UserUsageView(row.key, row.gpu_hours, row.busy_gpu_hours, row.efficiency,
+                              row.tasks, row.failures) for row in report.rows]
 
     async def reserve(self, host: str, gpu_indices: Sequence[int], duration_s: float | None,
                       note: str | None) -> list[AllocationView]:

@@ -23,6 +23,7 @@ from tui.screens.events import EventsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.tasks import TasksScreen
+from tui.screens.users import UsersScreen
 from tui.service import FleetService, TaskView
 
 # (action on the screen, palette title, help) offered when the current screen has the action.
@@ -45,6 +46,7 @@ MODE_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("allocations", "Show allocations & reservations", "Who holds which GPU"),
     ("events", "Show events", "Health, host and task events"),
     ("discovery", "Show discovery candidates", "Hosts seen on the network; adopt them"),
+    ("users", "Show users", "Who holds what now, and GPU time per user over 7 days"),
 )
 
 
@@ -59,6 +61,7 @@ class FleetApp(App[None]):
         "allocations": AllocationsScreen,
         "events": EventsScreen,
         "discovery": DiscoveryScreen,
+        "users": UsersScreen,
     }
     DEFAULT_MODE = "fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -67,6 +70,7 @@ class FleetApp(App[None]):
         Binding("a", "switch_mode('allocations')", "Allocs"),
         Binding("e", "switch_mode('events')", "Events"),
         Binding("v", "switch_mode('discovery')", "Discover"),
+        Binding("u", "switch_mode('users')", "Users"),
         Binding("d", "dispatch", "Dispatch"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),

@@ -16,6 +16,7 @@ from tui.service import (
     HostKeyFingerprint,
     PlacementPreview,
     TaskView,
+    UserUsageView,
 )
 
 
@@ -80,6 +81,17 @@ class AllocationsLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, AllocationsLoaded)
+
+
+@dataclass
+class UsageLoaded(Message):
+    """The Users screen's figures were (re)loaded: usage over its window and who holds what."""
+
+    usage: list[UserUsageView]
+    allocations: list[AllocationView]
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, UsageLoaded)
 
 
 @dataclass

@@ -88,6 +88,18 @@ class AllocationView:
 
 
 @dataclass(frozen=True)
+class UserUsageView:
+    """One user's GPU time over a window (fleet usage), for the Users screen."""
+
+    user: str
+    gpu_hours: float
+    busy_gpu_hours: float
+    efficiency: float | None
+    tasks: int
+    failures: int
+
+
+@dataclass(frozen=True)
 class CandidateView:
     """A discovered host that is not (yet) in the fleet; `key` identifies it for adopt()."""
 
@@ -169,6 +181,10 @@ class FleetService(Protocol):
 
     async def allocations(self) -> list[AllocationView]:
         """Active allocations and reservations."""
+        ...
+
+    async def usage(self, since: float) -> list[UserUsageView]:
+        """Each user's GPU-hours held and busy since `since` (most first)."""
         ...
 
     async def reserve(

@@ -20,6 +20,7 @@ from tui.service import (
     HostKeyFingerprint,
     PlacementPreview,
     TaskView,
+    UserUsageView,
 )
 
 NOW = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: every test sees this clock
@@ -116,8 +117,10 @@ class FakeService:
             AllocationView(1, "task", "ana", "atlas", 0, NOW_S - 3990, task_id=12),
             AllocationView(3, "task", "ana", "atlas", 1, NOW_S - 3990, task_id=12),
             AllocationView(2, "reservation", "bob", "atlas", 2, NOW_S - 600,
-                           expires_at=NOW_S + 3000, note="benchmarking"),
+                           expires_at=NOW_S + 3000, note="benchmarking", idle_since=NOW_S - 300),
         ]
+        self.usage_list = [UserUsageView("ana", 30.0, 24.0, 0.8, 12, 1),
+                           UserUsageView("bob", 10.0, 1.0, 0.1, 2, 0)]
         self.candidate_list = [
             CandidateView("10.0.0.77:22", "gpu-new-01", "10.0.0.77", 22, "_fleet._tcp",
                           gpu_summary="4× L40S", last_seen=NOW - 5),
@@ -177,6 +180,10 @@ class FakeService:
 
     async def allocations(self) -> list[AllocationView]:
         return list(self.allocation_list)
+
+    async def usage(self, since: float) -> list[UserUsageView]:
+        self.calls.append(("usage", since))
+        return list(self.usage_list)
 
     async def reserve(self, host: str, gpu_indices: Sequence[int], duration_s: float | None,
                       note: str | None) -> list[AllocationView]:

@@ -15,7 +15,8 @@ HELP_TEXT = """\
 
 [b]Anywhere[/b]
   f  fleet overview      t  tasks            a  allocations & reservations
-  e  events              v  discovery        d  dispatch a task
+  e  events              v  discovery        u  users (who holds what, GPU time)
+  d  dispatch a task
   ?  this help           q  quit             Esc  back / close dialog
 
 [b]Fleet overview[/b]
