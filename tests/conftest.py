@@ -45,6 +45,7 @@ MDNS_MODULES = frozenset({
 UNIX_USERS_MODULES = frozenset({
     "tests/server/test_identity.py",
     "tests/server/test_cross_user_dispatch.py",
+    "tests/server/test_limits_lab.py",
     "tests/cluster/test_remote_server.py",
 })
 # Module-scoped fixtures that build a namespace cluster (seconds of setup, hosts' sshd).
