@@ -80,9 +80,10 @@ class HookCommand:
 class HookSettings:
     """The `hooks:` settings: commands, webhooks, default timeout, concurrency and queue bound.
 
-    `max_concurrent` and `queue_size` bound the commands and, separately, the webhook
-    deliveries (fleet.health.webhook_delivery); `webhook_poll_s` is how often the monitor looks
-    for new events to deliver.
+    max_concurrent: hook commands at once, and (separately) webhook deliveries at once
+    queue_size: waiting hook runs, and (separately) waiting deliveries; beyond it they are dropped
+    webhooks: URLs that get events as HTTP POSTs (fleet.health.webhook_settings.Webhook)
+    webhook_poll_s: how often the monitor reads newly stored events for the webhooks
     """
 
     commands: tuple[HookCommand, ...] = ()
