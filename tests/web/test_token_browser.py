@@ -165,3 +165,19 @@ def test_fleet_web_reaches_a_head_node_socket_over_ssh(
     finally:
         code, stderr = command.stop()
     assert code == 0, stderr
+
+
+def test_a_web_address_in_use_is_exit_2_before_any_host_is_read(
+        bridge_server: WebServer, module_dir: Path) -> None:
+    address = bridge_server.url.split("/web/", 1)[0].removeprefix("http://")
+    other = module_dir / "second"
+    other.mkdir()
+    env = {**bridge_server.env, "FLEET_DB": str(other / "fleet.db")}
+    token_file = module_dir / "web-token"
+    result = subprocess.run(
+        [sys.executable, "-m", "fleet.cli.main", "serve", "--socket", str(other / "s.sock"),
+         "--web", address, "--web-token-file", str(token_file)],
+        cwd=bridge_server.home, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    assert f"--web: cannot listen on {address}" in result.stderr
+    assert "connected to" not in result.stderr  # no host was contacted
