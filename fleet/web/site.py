@@ -1,7 +1,7 @@
 """The web view's application under /web/, mounted on the server's socket and on `--web`'s port.
 
-    view = WebView(fleet)               # follows whichever monitor the service runs
-    view.mount(unix_app)              # before the socket's runner starts: `fleet web` uses it
+    view = WebView(fleet)                         # rows from whichever monitor the service runs
+    view.mount(unix_app)                          # before the socket's runner starts (fleet web)
     await view.start("0.0.0.0:8080", token_file)  # follow the monitor; listen on TCP too
     ...
     await view.close()
