@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,12 @@ class Webhook:
         return redact_secret_url(self.url)
 
     @property
+    def identity(self) -> str:
+        """A short digest of the URL: tells webhooks apart when their shown URLs are alike,
+        without showing it."""
+        return hashlib.sha256(self.url.encode()).hexdigest()[:12]
+
+    @property
     def label(self) -> str:
         """The name to show in messages: `name`, else the redacted URL."""
         return self.name or self.shown_url
@@ -79,7 +86,7 @@ class Webhook:
         details = data if isinstance(data, Mapping) else {}
         # Nor is a failure to deliver a failure passed on: two failing webhooks would otherwise
         # tell each other forever.
-        if kind == WEBHOOK_FAILED_KIND and (details.get("webhook") == self.label
+        if kind == WEBHOOK_FAILED_KIND and (details.get("webhook_id") == self.identity
                                             or details.get("event_kind") == kind):
             return False
         if self.only_notified and details.get("notify") is not True:

@@ -213,3 +213,19 @@ async def test_an_event_committed_after_a_newer_one_is_still_delivered(
     finally:
         await feed.close()
     assert [item.body["message"] for item in receiver.delivered] == ["early", "late"]
+
+
+async def test_webhooks_alike_when_shown_are_still_told_apart(receiver: Receiver) -> None:
+    failures: list[dict[str, object]] = []
+    # Both show as http://127.0.0.1:PORT/services/***; only the failing one misses its failure.
+    receiver.failing_paths = ("/services/T0/DEAD",)
+    dead = Webhook(receiver.url("/services/T0/DEAD"), deadline_s=0.2)
+    alive = Webhook(receiver.url("/services/T0/ALIVE"))
+    assert dead.label == alive.label
+    runner = WebhookRunner([dead, alive], on_failure=failures.append, policy=FAST)
+    runner.submit({**EVENT, "kind": "host_down"})
+    await wait_for(lambda: failures)
+    assert runner.submit(failures[0]) == 1
+    await wait_for(lambda: len(receiver.delivered) == 2)
+    assert [item.body["kind"] for item in receiver.delivered] == ["host_down", "webhook_failed"]
+    await runner.close(timeout_s=10)

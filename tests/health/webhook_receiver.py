@@ -24,9 +24,11 @@ class Received:
 
 @dataclass
 class Receiver:
-    """Answers each POST with the next of `statuses` (the last one repeats) and records it."""
+    """Answers each POST with the next of `statuses` (the last one repeats), or 500 on one of
+    `failing_paths`, and records it."""
 
     statuses: list[int] = field(default_factory=lambda: [200])
+    failing_paths: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     port: int = 0
@@ -57,7 +59,7 @@ class Receiver:
 
     async def _handle(self, request: web.Request) -> web.Response:
         index = min(len(self.received), len(self.statuses) - 1)
-        status = self.statuses[index]
+        status = 500 if request.path in self.failing_paths else self.statuses[index]
         body = json.loads(await request.read())
         self.received.append(Received(request.path, request.content_type, body, status))
         return web.Response(status=status, headers=self.headers if status >= 400 else None)
