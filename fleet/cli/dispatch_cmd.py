@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 @click.option("--name", metavar="TEXT", help="Task name [default: the script's file name].")
 @click.option("--notify", is_flag=True, help="Tell me: the task's end, and its start after a "
               "wait, go to the webhooks that deliver only such tasks (only_notified).")
+@click.option("--override-limits", is_flag=True, help="Ignore the `limits:` settings for this "
+              "task (through fleet serve: admins only); recorded as a limits_overridden event.")
 @click.option("--explain", is_flag=True, help="Print each candidate GPU's score per factor "
               "and every exclusion (on stderr).")
 @click.option("--dry-run", is_flag=True, help="Place (and explain) without running anything.")
@@ -56,8 +58,9 @@ if TYPE_CHECKING:
 def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
              extras: tuple[Path, ...], env: tuple[str, ...], workdir: str | None,
              python: str | None, timeout: str | None, grace: str, detach: bool, wait: bool,
-             queue_timeout: str, priority: int, name: str | None, notify: bool, explain: bool,
-             dry_run: bool, lost_after: str, **placement: Any) -> int:
+             queue_timeout: str, priority: int, name: str | None, notify: bool,
+             override_limits: bool, explain: bool, dry_run: bool, lost_after: str,
+             **placement: Any) -> int:
     """Run SCRIPT [ARGS...] on the best free GPUs; stream its output; exit with its exit code.
 
     Everything after SCRIPT is passed to it literally. The task gets CUDA_VISIBLE_DEVICES (the
@@ -87,6 +90,7 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
         timeout_s=None if timeout is None else parse_duration(timeout, what="--timeout"),
         grace_s=parse_duration(grace, what="--grace"), name=name, priority=priority, wait=wait,
         queue_timeout_s=parse_duration(queue_timeout, what="--queue-timeout"), notify=notify,
+        override_limits=override_limits,
     )
     request.validate()
     lost_after_s = parse_duration(lost_after, what="--lost-after")

@@ -83,6 +83,16 @@ async def create_record(context: FleetContext, request: DispatchRequest, owner: 
     return await asyncio.to_thread(create)
 
 
+async def _record_override(context: FleetContext, task_id: int, owner: str) -> None:
+    """The `limits_overridden` event: who lifted the limits, for which task."""
+    from db.events import add_event
+
+    await context.write("record the limits override", lambda session: add_event(
+        session, ts=int(context.now()), kind="limits_overridden", severity="warning",
+        message=f"task {task_id} of {owner} ignores the limits (--override-limits)",
+        task_id=task_id, data={"owner": owner}))
+
+
 async def _check_queue_limit(context: FleetContext, placement: PlacementService,
                              owner: str) -> None:
     """LimitReached (exit 7, nothing recorded) when `owner` has their most queued tasks."""
@@ -104,10 +114,11 @@ async def claim_for(context: FleetContext, placement: PlacementService,
             from fleet.dispatch.queue import wait_and_claim
 
             return await wait_and_claim(context, placement, request.placement, task_id, owner,
-                                        timeout_s=request.queue_timeout_s, on_wait=on_wait)
-        return await placement.place_and_claim(request.placement, owner=owner,
-                                               task_id=task_id,
-                                               limits=placement.user_limits(owner))
+                                        timeout_s=request.queue_timeout_s, on_wait=on_wait,
+                                        override_limits=request.override_limits)
+        return await placement.place_and_claim(
+            request.placement, owner=owner, task_id=task_id,
+            limits=None if request.override_limits else placement.user_limits(owner))
     except NoPlacement as exc:
         await _end(context, task_id, "failed", f"no placement: {exc}")
         raise
@@ -201,9 +212,11 @@ async def submit(context: FleetContext, placement: PlacementService, request: Di
     request.validate()
     resolve_policy(request.placement.policy)
     owner = request.owner or current_owner()
-    if request.wait:
+    if request.wait and not request.override_limits:
         await _check_queue_limit(context, placement, owner)
     task_id = await create_record(context, request, owner)
+    if request.override_limits:
+        await _record_override(context, task_id, owner)
     if on_recorded is not None:
         on_recorded(task_id)
     claim = await claim_for(context, placement, request, task_id, owner, on_wait)

@@ -50,6 +50,7 @@ class DispatchRequest:
     queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S
     owner: str | None = None
     notify: bool = False  # --notify: the task's events say so, for webhooks' only_notified
+    override_limits: bool = False  # --override-limits (admins through the server): recorded
     # The paths as the user named them, when the files were staged elsewhere (fleet serve).
     shown_script: str | None = None
     shown_extras: tuple[str, ...] | None = None

@@ -51,7 +51,8 @@ def pack(request: DispatchRequest, *, follow: bool, explain: bool = False,
         workdir=request.workdir, python=request.python, timeout_s=request.timeout_s,
         grace_s=request.grace_s, name=request.name, priority=request.priority,
         wait=request.wait, queue_timeout_s=request.queue_timeout_s, follow=follow,
-        explain=explain, lost_after_s=lost_after_s, notify=request.notify)
+        explain=explain, lost_after_s=lost_after_s, notify=request.notify,
+        override_limits=request.override_limits)
 
 
 def _checked_path(path: str) -> PurePosixPath:
@@ -109,7 +110,7 @@ def staged_request(wire: SubmitRequest, directory: Path) -> DispatchRequest:
         env=wire.env, workdir=wire.workdir, python=wire.python, timeout_s=wire.timeout_s,
         grace_s=wire.grace_s, name=wire.name or PurePosixPath(wire.shown_script).name,
         priority=wire.priority, wait=wire.wait, queue_timeout_s=wire.queue_timeout_s,
-        notify=wire.notify)
+        notify=wire.notify, override_limits=wire.override_limits)
     request = replace(request, shown_script=wire.shown_script,
                       shown_extras=wire.shown_extras)
     request.validate()

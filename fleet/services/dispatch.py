@@ -51,7 +51,11 @@ class DispatchService:
             return request
         from dataclasses import replace
 
+        from fleet.services.permissions import require_admin
+
         await self.placement.require_policy(request.placement, caller)
+        if request.override_limits:
+            await require_admin(self.context, caller, "override limits")
         return replace(request, owner=caller.user)
 
     async def submit(self, request: DispatchRequest, *,

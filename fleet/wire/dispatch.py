@@ -46,6 +46,7 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     explain: bool = False  # the started event carries the placement's explanation
     lost_after_s: float | None = None
     notify: bool = False  # --notify: the task's events carry notify: true
+    override_limits: bool = False  # admin only: this task ignores the `limits:` settings
 
 
 class SubmittedEvent(Struct, frozen=True):

@@ -1,6 +1,7 @@
 """`limits.max_gpus_per_user: 2` in a lab: two real Unix users dispatch through one
 `fleet serve`; ann's third GPU waits, naming the limit, bob's tasks start meanwhile, and ann's
-third starts once one of her first two ends (needs root)."""
+third starts once one of her first two ends; only an admin may --override-limits (needs
+root)."""
 
 from __future__ import annotations
 
@@ -76,8 +77,11 @@ async def test_a_users_third_gpu_waits_for_their_limit_while_others_start(
     assert "waits for a limit: limits.max_gpus_per_user = 2: " \
            f"{ann_user.name} holds 2 GPU(s)" in results[2].stderr  # type: ignore[attr-defined]
     ann_busy_until = min(first["end"], second["end"])
-    assert all(stamp["start"] < third["start"] for stamp in bobs), stamps  # bob went meanwhile
+    assert all(stamp["start"] < third["start"] for stamp in bobs), (  # bob went meanwhile
+        stamps, [result.stderr for result in results])  # type: ignore[attr-defined]
     assert third["start"] >= ann_busy_until  # ann's third after one of her first two
+    denied = await bob.fleet("dispatch", "--override-limits", str(_script_for(bob_user)), "0")
+    assert denied.returncode == 8 and "override limits" in denied.stderr, denied.stderr
 
 
 async def _tasks(lab: ServeLab, server: ServerProcess) -> list[dict[str, object]]:
