@@ -163,7 +163,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                              lambda app: add_v1_routes(app, service, identities, broadcaster,
                                                        jobs, leadership))
             web_view = WebView(service)  # the read-only web view: /web/ here, and on --web
-            web_view.mount(app)
+            web_view.mount(app, identities)
             runner = web.AppRunner(app, handle_signals=False, access_log=None,
                                    shutdown_timeout=SHUTDOWN_TIMEOUT_S)
             await runner.setup()

@@ -62,8 +62,13 @@ async def task_page(request: web.Request) -> web.Response:
 
 
 async def task_log(request: web.Request) -> web.StreamResponse:
-    """A task's output as `output` events (text), then `end` with its final state."""
-    fleet = request.app[WEB].fleet
+    """A task's output as `output` events (text), then `end` with its final state.
+
+    On the socket, only to the task's owner or an admin, as `GET /v1/tasks/{id}/log`.
+    """
+    context = request.app[WEB]
+    fleet = context.fleet
+    caller = context.identities.caller(request) if context.identities is not None else None
     task_id = int(request.match_info["task_id"])
     await fleet.task(task_id)  # an unknown id is a 4xx page before the stream starts
     frames: asyncio.Queue[bytes | None] = asyncio.Queue(LOG_QUEUE_FRAMES)
@@ -78,7 +83,7 @@ async def task_log(request: web.Request) -> web.StreamResponse:
     async def follow() -> None:
         try:
             row = await fleet.follow(task_id, on_output=lambda data: emit("output",
-                                     log_text(data)), stop=stop, follow=True)
+                                     log_text(data)), stop=stop, follow=True, caller=caller)
             emit("end", {"state": row.state, "exit_code": row.exit_code,
                          "ended": when(row.ended_at)})
         except FleetError as exc:

@@ -1,7 +1,7 @@
 """The web view's application under /web/, mounted on the server's socket and on `--web`'s port.
 
     view = WebView(fleet)                         # rows from whichever monitor the service runs
-    view.mount(unix_app)                          # before the socket's runner starts (fleet web)
+    view.mount(unix_app, identities)              # before the socket's runner starts (fleet web)
     await view.start("0.0.0.0:8080", token_file)  # follow the monitor; listen on TCP too
     ...
     await view.close()
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from fleet.errors import ConfigError
+from fleet.server.identity import Identities
 from fleet.snapshot import FleetSnapshot
 from fleet.web.auth import token_middleware, web_bind
 from fleet.web.errors import Middleware, html_errors, security_headers
@@ -41,10 +42,16 @@ MONITOR_LOOK_S = 0.5
 
 @dataclass(frozen=True)
 class WebContext:
-    """What the pages read: the service layer and the live rows."""
+    """What the pages read: the service layer and the live rows.
+
+    `identities` names the caller where the pages are served on the Unix socket (`fleet web`),
+    so a task's log is shown only to whom the API would show it; on `--web`'s port there is no
+    caller to name, and the token is the permission.
+    """
 
     fleet: Fleet
     live: LiveRows
+    identities: Identities | None = None
 
 
 WEB = web.AppKey("web", WebContext)
@@ -92,9 +99,10 @@ class WebView:
         self._follower: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
 
-    def mount(self, parent: web.Application) -> None:
-        """Serve the pages under /web/ of `parent` too (not frozen yet)."""
-        parent.add_subapp(PREFIX, web_app(self.context))
+    def mount(self, parent: web.Application, identities: Identities) -> None:
+        """Serve the pages under /web/ of the socket's app `parent` too (not frozen yet)."""
+        parent.add_subapp(PREFIX, web_app(dataclasses.replace(self.context,
+                                                              identities=identities)))
 
     async def start(self, address: str | None = None, token_file: Path | None = None) -> None:
         """Follow the monitor's snapshots; with `address` (`--web HOST:PORT`), listen there.
