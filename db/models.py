@@ -121,6 +121,8 @@ class Gpu(Base):
     drain_reason: Mapped[str | None] = mapped_column(Text)
     first_seen: Mapped[int] = mapped_column(BigInteger)
     last_seen: Mapped[int] = mapped_column(BigInteger)
+    # processes fleet did not start, as last judged (db.unmanaged); NULL: none
+    unmanaged_json: Mapped[str | None] = mapped_column(Text)
 
 
 class HostSample(Base):

@@ -11,6 +11,7 @@ from db.event_queries import EventView
 from db.host_history import HostHistoryPoint
 from db.tasks import TaskGpu, TaskRow
 from db.types import GpuHistoryPoint, HostRow, LatestGpu, Severity
+from db.unmanaged import UnmanagedGpu
 
 __all__ = ["AllocationDetail", "EventView", "GpuHistoryPoint", "HostHistoryPoint", "HostRow",
-           "LatestGpu", "Severity", "TaskGpu", "TaskRow"]
+           "LatestGpu", "Severity", "TaskGpu", "TaskRow", "UnmanagedGpu"]

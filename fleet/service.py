@@ -90,6 +90,7 @@ class Fleet:
         self.release = self.placement_service.release
         self.release_mine = self.placement_service.release_mine
         self.allocations = self.placement_service.allocations
+        self.unmanaged_use = self.placement_service.unmanaged_use
         # tasks
         self.submit = self.dispatch_service.submit
         self.dispatch = self.dispatch_service.dispatch

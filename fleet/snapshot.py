@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fleet.model import GpuReport, HostSpec, ProbeReport
+from fleet.model import GpuReport, HostSpec, ProbeReport, ProcessInfo
 
 if TYPE_CHECKING:
     from db.allocation_details import AllocationDetail
@@ -48,6 +48,8 @@ class GpuSnapshot:
     drained: bool = False
     drain_reason: str | None = None
     allocation: AllocationInfo | None = None
+    # its processes fleet did not start (fleet.health.unmanaged), as last judged
+    unmanaged: tuple[ProcessInfo, ...] = ()
 
     @property
     def key(self) -> str:

@@ -114,8 +114,10 @@ def host_cells(host: HostSnapshot, expanded: bool, now: float) -> Cells:
     report = host.report
     tasks = sum(1 for g in host.gpus if g.allocation and g.allocation.kind == "task")
     reserved = sum(1 for g in host.gpus if g.allocation and g.allocation.kind == "reservation")
+    unmanaged = sum(1 for g in host.gpus if g.unmanaged)
     alloc = " ".join(part for part in (f"{tasks} task" if tasks else "",
-                                        f"{reserved} rsv" if reserved else "") if part)
+                                        f"{reserved} rsv" if reserved else "",
+                                        f"⚠{unmanaged}" if unmanaged else "") if part)
     marker = "" if not host.gpus else ("▾ " if expanded else "▸ ")
     strip = fmt.levels([g.reading.utilization_gpu_pct for g in host.gpus[:8]])
     if len(host.gpus) > 8:
@@ -153,14 +155,18 @@ def _stale(cell: Text | str, stale: bool) -> Text | str:
 
 
 def allocation_label(gpu: GpuSnapshot) -> str:
-    """Who holds the GPU, compactly: `task 12 train` or `rsv alice`."""
+    """Who holds the GPU, compactly: `task 12 train` or `rsv alice`; `⚠ bob` flags processes
+    fleet did not start (fleet.health.unmanaged), with their users (clipped to the column)."""
     holder = gpu.allocation
+    others = ",".join(dict.fromkeys(p.user or "?" for p in gpu.unmanaged))
+    flag = f"⚠{others}" if others else ""
     if holder is None:
-        return "–"
+        return fmt.clip(flag, COLUMN_WIDTHS["alloc"]) if flag else "–"
     if holder.kind == "task":
-        return fmt.clip(f"task {holder.task_id} {holder.task_name or ''}".strip(),
-                        COLUMN_WIDTHS["alloc"])
-    return fmt.clip(f"rsv {holder.owner}", COLUMN_WIDTHS["alloc"])
+        label = f"task {holder.task_id} {holder.task_name or ''}".strip()
+    else:
+        label = f"rsv {holder.owner}"
+    return fmt.clip(f"{label} {flag}".strip(), COLUMN_WIDTHS["alloc"])
 
 
 def gpu_cells(host: HostSnapshot, gpu: GpuSnapshot, now: float) -> Cells:

@@ -13,7 +13,7 @@ from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
     from fleet.placement.claim import Claim
-    from fleet.records import AllocationDetail
+    from fleet.records import AllocationDetail, UnmanagedGpu
 
 
 @click.command()
@@ -129,7 +129,8 @@ def release(ctx: click.Context, allocation_ids: tuple[int, ...], all_mine: bool,
 def allocations(ctx: click.Context, show_all: bool) -> int:
     """List who holds which GPU: tasks and reservations (active ones unless --all).
 
-    Expired reservations are released before listing.
+    Expired reservations are released before listing. GPUs running processes fleet did not
+    start (no reservation, or not the holder's) follow, with each process's pid and Unix user.
 
     \b
     Examples:
@@ -140,16 +141,33 @@ def allocations(ctx: click.Context, show_all: bool) -> int:
 
     options = global_options(ctx)
 
-    async def run() -> list[AllocationDetail]:
+    async def run() -> tuple[list[AllocationDetail], list[UnmanagedGpu]]:
         async with open_service(options) as service:
-            return await service.allocations(active_only=not show_all)
+            return (await service.allocations(active_only=not show_all),
+                    await service.unmanaged_use())
 
-    rows = run_async(run)
+    rows, unmanaged = run_async(run)
     if options.as_json:
-        echo_json({"allocations": [allocation_to_json(row) for row in rows]})
+        echo_json({"allocations": [allocation_to_json(row) for row in rows],
+                   "unmanaged": [{"host": gpu.host, "gpu": gpu.gpu_idx, "uuid": gpu.uuid,
+                                  "processes": list(gpu.processes)} for gpu in unmanaged]})
     else:
         click.echo(_render_allocations(rows, show_all))
+        if unmanaged:
+            click.echo("\n" + _render_unmanaged(unmanaged))
     return 0
+
+
+def _render_unmanaged(gpus: list[UnmanagedGpu]) -> str:
+    """`IN USE WITHOUT FLEET`: the GPUs' processes fleet did not start."""
+    from fleet.render.table import Column, render_table
+
+    return "processes fleet did not start:\n" + render_table(
+        [Column("HOST"), Column("GPU", ">"), Column("PID", ">"), Column("USER"),
+         Column("NAME", max_width=32)],
+        [[gpu.host, gpu.gpu_idx, process.get("pid"), process.get("user") or
+          (f"uid {process['uid']}" if process.get("uid") is not None else None),
+          process.get("name")] for gpu in gpus for process in gpu.processes])
 
 
 def _render_allocations(rows: list[AllocationDetail], show_all: bool) -> str:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         HostRow,
         Severity,
         TaskRow,
+        UnmanagedGpu,
     )
     from fleet.services.usage import UsageReport
     from fleet.snapshot import FleetSnapshot
@@ -162,6 +163,13 @@ class RemoteFleet:
         reply = await self.transport.get("usage", usage.UsageReply,
                                          {"since": since, "until": until, "by": by})
         return usage.usage_from_wire(reply)
+
+    async def unmanaged_use(self) -> list[UnmanagedGpu]:
+        """GPUs running processes fleet did not start (as `Fleet.unmanaged_use`)."""
+        from fleet.wire import allocations
+
+        return allocations.unmanaged_from_wire(
+            await self.transport.get("unmanaged", allocations.UnmanagedList))
 
     async def allocations(self, active_only: bool = True) -> list[AllocationDetail]:
         """Who holds which GPU (active only by default)."""

@@ -51,6 +51,7 @@ class UnmanagedWatch:
 
     def __init__(self) -> None:
         self._reported: dict[tuple[str, int], tuple[int | None, frozenset[int]]] = {}
+        self._current: dict[tuple[str, int], tuple[ProcessInfo, ...]] = {}
 
     def check(self, snapshot: FleetSnapshot, task_sessions: dict[int, int]) -> list[UnmanagedUse]:
         """The GPUs with unmanaged processes not reported yet (only those new pids each)."""
@@ -67,11 +68,17 @@ class UnmanagedWatch:
                 new = tuple(p for p in others if p.pid not in known)
                 # a pid that left is forgotten: if it comes back it is reported again
                 self._reported[key] = (holder, frozenset(p.pid for p in others))
+                self._current[key] = others
                 if new:
                     found.append(UnmanagedUse(key[0], key[1], new, gpu.allocation))
         for gone in set(self._reported) - seen:
             del self._reported[gone]
+            self._current.pop(gone, None)
         return found
+
+    def current(self, key: tuple[str, int]) -> tuple[ProcessInfo, ...]:
+        """The processes fleet did not start on GPU `key` (host, index), as last judged."""
+        return self._current.get(key, ())
 
     def counts(self) -> dict[tuple[str, int], int]:
         """(host, GPU index) → how many processes fleet did not start run there now."""

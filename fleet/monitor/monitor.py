@@ -198,6 +198,8 @@ class Monitor:
                 state=self.health.gpu_state(name, gpu.index) or "ok",
                 drained=(name, gpu.index) in drains.gpus,
                 drain_reason=drains.gpus.get((name, gpu.index)),
+                allocation=self._allocations.get((name, gpu.index)),
+                unmanaged=self.unmanaged.current((name, gpu.index)),
             )
             for gpu in report.gpus
         )
@@ -313,7 +315,8 @@ class Monitor:
         ]
 
     def set_allocations(self, allocations: dict[tuple[str, int], AllocationInfo]) -> None:
-        """Who holds each GPU, keyed by (host, index); shown in the snapshots from now on."""
+        """Who holds each GPU, keyed by (host, index); shown in the snapshots from now on (with
+        the processes fleet did not start, as `self.unmanaged` last judged them)."""
         self._allocations = dict(allocations)
         self._apply_drains()
 
@@ -327,6 +330,7 @@ class Monitor:
                     drained=(name, gpu.index) in drains.gpus,
                     drain_reason=drains.gpus.get((name, gpu.index)),
                     allocation=self._allocations.get((name, gpu.index)),
+                    unmanaged=self.unmanaged.current((name, gpu.index)),
                 )
                 for gpu in host.gpus
             )

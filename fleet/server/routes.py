@@ -73,6 +73,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app.router.add_get(f"{v1}/events", list_events)
     app.router.add_get(f"{v1}/usage", usage_report)
     app.router.add_get(f"{v1}/allocations", list_allocations)
+    app.router.add_get(f"{v1}/unmanaged", list_unmanaged)
     app.router.add_post(f"{v1}/allocations/release", release)
     app.router.add_post(f"{v1}/reservations", reserve)
     app.router.add_post(f"{v1}/reservations/gpus", reserve_gpus)
@@ -212,6 +213,11 @@ async def usage_report(request: web.Request) -> web.Response:
     report = await request.app[FLEET].usage(since=wanted.since, until=wanted.until,
                                             by=wanted.by)
     return json_reply(usage.usage_to_wire(report))
+
+
+async def list_unmanaged(request: web.Request) -> web.Response:
+    """GPUs running processes fleet did not start (`Fleet.unmanaged_use`)."""
+    return json_reply(allocations.unmanaged_to_wire(await request.app[FLEET].unmanaged_use()))
 
 
 async def list_allocations(request: web.Request) -> web.Response:

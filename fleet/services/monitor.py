@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from fleet.context import FleetContext
+    from fleet.model import ProcessInfo
     from fleet.monitor.config import Settings
     from fleet.monitor.monitor import Monitor
     from fleet.monitor.summary import SummaryCallback
@@ -39,6 +42,9 @@ class MonitorService:
         self._watchers = 0  # watch() calls holding a monitor that watch() started
         self._started_by_watch = False
         self._housekeeping_passes = 0
+        # what the database holds of each GPU's unmanaged processes (written when it changes;
+        # None until the first pass has written every GPU's, clearing a previous server's)
+        self._stored_unmanaged: dict[tuple[str, int], tuple[ProcessInfo, ...]] | None = None
 
     async def _housekeeping(self, monitor: Monitor) -> None:
         """Expire reservations, mark idle holdings, show allocations in snapshots, report
@@ -47,8 +53,8 @@ class MonitorService:
 
         await self.placement.expire_reservations()
         await self.placement.mark_idle(monitor.settings.section("idle", IdleSettings))
-        monitor.set_allocations(await self.placement.active_allocations())
         await self._report_unmanaged(monitor)
+        monitor.set_allocations(await self.placement.active_allocations())
         self._housekeeping_passes += 1
         if self._housekeeping_passes % RECONCILE_EVERY_PASSES == 1:
             await self.reconcile()
@@ -65,6 +71,15 @@ class MonitorService:
         sessions = await self.context.read("read task sessions", task_sessions)
         for use in monitor.unmanaged.check(snapshot, sessions):
             monitor.writer.add_event(unmanaged_event(use))
+        now_unmanaged = {(host.spec.name, gpu.index): monitor.unmanaged.current(
+            (host.spec.name, gpu.index)) for host in snapshot.hosts for gpu in host.gpus}
+        stored = self._stored_unmanaged
+        changed = {key: processes for key, processes in now_unmanaged.items()
+                   if stored is None or stored.get(key, ()) != processes}  # first: all
+        if changed:
+            await self.context.write("store unmanaged use",
+                                     lambda session: _store_unmanaged(session, changed))
+        self._stored_unmanaged = {**(stored or {}), **changed}
 
     def monitor_settings(self) -> Settings:
         """The effective settings: defaults, the config file, the inventory's `settings:`."""
@@ -105,6 +120,7 @@ class MonitorService:
             housekeeping=self._housekeeping,
         )
         self._monitor = monitor
+        self._stored_unmanaged = None
         try:
             await monitor.start()
         except BaseException:
@@ -158,3 +174,12 @@ class MonitorService:
                 self._watchers -= 1
                 if self._watchers <= 0:
                     await self.stop_monitor()
+
+
+def _store_unmanaged(session: Session,
+                     changed: dict[tuple[str, int], tuple[ProcessInfo, ...]]) -> None:
+    from db.unmanaged import store_unmanaged
+
+    for (host, index), processes in changed.items():
+        store_unmanaged(session, host, index, [
+            {"pid": p.pid, "name": p.name, "uid": p.uid, "user": p.user} for p in processes])

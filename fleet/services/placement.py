@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from fleet.placement.limits import UserLimits
     from fleet.placement.place import PlacementResult
     from fleet.placement.request import PlacementRequest
+    from fleet.records import UnmanagedGpu
     from fleet.services.hosts import HostService
     from fleet.snapshot import AllocationInfo, FleetSnapshot
 
@@ -283,6 +284,13 @@ class PlacementService:
         database = self.context.database
         return await self.context.call("release reservations",
                                        lambda: release_owned(database, who))
+
+    async def unmanaged_use(self) -> list[UnmanagedGpu]:
+        """GPUs running processes fleet did not start, with their pids and Unix users, as the
+        monitor last judged them (fleet.health.unmanaged)."""
+        from db.unmanaged import unmanaged_gpus
+
+        return await self.context.read("read unmanaged use", unmanaged_gpus)
 
     async def allocations(self, active_only: bool = True) -> list[AllocationDetail]:
         """Allocations with host, GPU and task (active only by default); expires old ones first."""

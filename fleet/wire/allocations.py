@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from msgspec import Struct
 
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
     from fleet.placement.claim import Claim
-    from fleet.records import AllocationDetail
+    from fleet.records import AllocationDetail, UnmanagedGpu
 
 
 class AllocationWire(Struct, frozen=True):
@@ -38,6 +39,45 @@ class AllocationList(Struct, frozen=True):
     """`GET /v1/allocations`."""
 
     allocations: tuple[AllocationWire, ...]
+
+
+class UnmanagedProcessWire(Struct, frozen=True):
+    """A process fleet did not start (db.unmanaged)."""
+
+    pid: int
+    name: str | None = None
+    uid: int | None = None
+    user: str | None = None
+
+
+class UnmanagedGpuWire(Struct, frozen=True):
+    """db.unmanaged.UnmanagedGpu."""
+
+    host: str
+    gpu_idx: int
+    uuid: str | None
+    processes: tuple[UnmanagedProcessWire, ...]
+
+
+class UnmanagedList(Struct, frozen=True):
+    """`GET /v1/unmanaged`."""
+
+    unmanaged: tuple[UnmanagedGpuWire, ...]
+
+
+def unmanaged_to_wire(rows: list[UnmanagedGpu]) -> UnmanagedList:
+    """Stored unmanaged use as the reply."""
+    return UnmanagedList(tuple(msgspec.convert(row, UnmanagedGpuWire, from_attributes=True)
+                               for row in rows))
+
+
+def unmanaged_from_wire(reply: UnmanagedList) -> list[UnmanagedGpu]:
+    """The reply as `Fleet.unmanaged_use()` returns it."""
+    from fleet.records import UnmanagedGpu
+
+    return [UnmanagedGpu(gpu.host, gpu.gpu_idx, gpu.uuid,
+                         tuple(msgspec.structs.asdict(p) for p in gpu.processes))
+            for gpu in reply.unmanaged]
 
 
 class AllocationQuery(Struct, frozen=True, forbid_unknown_fields=True):

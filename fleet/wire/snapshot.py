@@ -117,6 +117,7 @@ class GpuSnapshotWire(Struct, frozen=True):
     drained: bool = False
     drain_reason: str | None = None
     allocation: AllocationInfoWire | None = None
+    unmanaged: tuple[ProcessWire, ...] = ()
 
 
 class HostSnapshotWire(Struct, frozen=True):

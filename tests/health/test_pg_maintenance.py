@@ -47,7 +47,7 @@ def test_check_a_healthy_database_then_one_with_every_kind_of_damage(
     pg_server: PgServer, pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = _fleet(capsys, pg_url, "db", "check")
-    assert code == 0 and ": ok (constraints, indexes, orphan rows, schema 0009)" in out
+    assert code == 0 and ": ok (constraints, indexes, orphan rows, schema 0010)" in out
     _sql(pg_server, pg_url,
          # A GPU row whose host is gone: possible after a restore with triggers disabled.
          "SET session_replication_role = replica",
@@ -77,7 +77,7 @@ def test_check_an_unmigrated_database_reports_its_revision(
         code, out, _ = _fleet(capsys, pg_server.cluster.url(name), "db", "check")
     finally:
         pg_server.drop_database(name)
-    assert code == 1 and "schema revision is none, this fleet expects 0009" in out
+    assert code == 1 and "schema revision is none, this fleet expects 0010" in out
 
 
 def test_backup_is_a_pg_dump_that_restores_the_same_rows(

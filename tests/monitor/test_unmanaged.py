@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from db.engine import Database
 from db.models import Event
+from fleet.cli.reserve_cmd import _render_unmanaged
 from fleet.health.unmanaged import UnmanagedWatch, unmanaged_event, unmanaged_processes
 from fleet.inventory import Inventory
 from fleet.model import GpuReport, HostSpec, ProcessInfo
@@ -127,6 +128,15 @@ async def test_another_users_process_is_reported_once_and_a_conflict_on_a_reserv
             assert time.monotonic() < deadline, [e.message for e in _events(database)]
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)  # several more housekeeping passes: still one event per GPU
+        shown = service.snapshot()
+        assert shown is not None
+        assert [[p.user for p in gpu.unmanaged] for gpu in shown.hosts[0].gpus] == \
+            [[NOBODY], [NOBODY]]  # on the live snapshot (the overview marks them)
+        stored = await service.unmanaged_use()  # what `fleet allocations` lists
+        assert [(gpu.host, gpu.gpu_idx, [p["user"] for p in gpu.processes]) for gpu in stored] \
+            == [("shared", 0, [NOBODY]), ("shared", 1, [NOBODY])]
+        listing = _render_unmanaged(stored)
+        assert f"shared    0  {nobodys_sleeper.pid}  {NOBODY}" in listing
     finally:
         await service.stop_monitor()
     events = {event.message.split(":")[0]: event for event in _events(database)}
