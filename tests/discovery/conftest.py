@@ -11,14 +11,18 @@ import os
 import signal
 import socket
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from zeroconf import DNSAddress, DNSOutgoing, DNSPointer, DNSService, DNSText, IPVersion
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+
+from tests.fixtures.cli import FleetCli
 
 LOOPBACK = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +85,19 @@ async def loopback_registry() -> AsyncIterator[LoopbackRegistry]:
         for info in list(registry.infos):
             await registry.unregister(info)
         await zeroconf.async_close()
+
+
+async def discover_until_listed(cli: FleetCli, name: str, *args: str,
+                                deadline_s: float = 30.0) -> dict[str, dict[str, Any]]:
+    """`fleet --json discover ARGS`'s hosts by name, browsing again (bounded) until `name` is
+    among them: one short browse can miss a fresh announcement on a busy machine."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        listed = await cli.run("--json", "discover", *args)
+        assert listed.returncode == 0, listed.stderr
+        hosts = {host["name"]: host for host in listed.json()["hosts"]}
+        if name in hosts or time.monotonic() > deadline:
+            return hosts
 
 
 @dataclass

@@ -21,7 +21,7 @@ from fleet.sim.gpus import write_config
 from fleet.sim.sshhost import known_hosts_line
 from fleet.ssh.options import SshOptions
 from tests.cli.conftest import FleetCli
-from tests.discovery.conftest import LOOPBACK, LoopbackRegistry
+from tests.discovery.conftest import LOOPBACK, LoopbackRegistry, discover_until_listed
 from tests.fixtures.sshserver import SimHostHandle, SimSshHostFactory, SshKeys
 
 BROWSE = ["--interface", LOOPBACK, "--timeout", "2s"]
@@ -52,8 +52,8 @@ async def test_adopt_shows_fingerprint_pins_it_and_status_includes_host(
     shutil.copy(ssh_keys.private_path, fleet_cli.home / ".ssh" / "id_ed25519")
     fingerprint = handle.host_key.convert_to_public().get_fingerprint("sha256")
 
-    found = await fleet_cli.run("--json", "discover", *BROWSE)
-    assert {h["name"]: h["state"] for h in found.json()["hosts"]}[instance] == "new"
+    found = await discover_until_listed(fleet_cli, instance, *BROWSE)
+    assert found[instance]["state"] == "new"
 
     shown = await fleet_cli.run("adopt", instance)
     assert shown.returncode == 3, shown.stdout + shown.stderr

@@ -4,7 +4,6 @@ HWSD-article records, hostile records, goodbye and silent departures."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from tests.discovery.conftest import (
     LOOPBACK,
     AnnounceProcess,
     LoopbackRegistry,
+    discover_until_listed,
     start_announce,
 )
 from tests.discovery.test_txt import wire
@@ -50,14 +50,7 @@ async def test_fleet_announce_is_discovered_with_gpus_then_gone(
     announcers.append(announcer)
     assert "gpus=4" in announcer.first_line
 
-    # One 2 s browse can miss a fresh announcer on a busy machine: browse again, bounded.
-    deadline = time.monotonic() + 30
-    while True:
-        listed = await fleet_cli.run("--json", "discover", *BROWSE)
-        assert listed.returncode == 0, listed.stderr
-        hosts = {host["name"]: host for host in listed.json()["hosts"]}
-        if name in hosts or time.monotonic() > deadline:
-            break
+    hosts = await discover_until_listed(fleet_cli, name, *BROWSE)
     mine = hosts[name]
     assert mine["gpu_count"] == 4 and mine["gpu_model"] == "NVIDIA A100-SXM4-80GB"
     assert (mine["session"], mine["ssh_port"], mine["state"]) == ("lab-a", 2201, "new")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -154,11 +155,15 @@ async def test_detached_task_logs_follow_and_cancel(dispatch_lab: LabFactory) ->
 
     second = await lab.cli.run("dispatch", "--detach", str(script), "60")
     second_id = second.stdout.strip()
-    for _ in range(100):
-        log = await lab.cli.run("logs", second_id)
-        if log.stdout.startswith("pid"):
-            break
+    # Until the task's log on its host holds its first line (bounded), then `fleet logs` once.
+    task_logs = [handle.host.home / ".fleet" / "tasks" for handle in lab.hosts]
+    deadline = time.monotonic() + 30
+    while not any(path.read_text().startswith("pid")
+                  for base in task_logs for path in base.glob(f"{second_id}-*/.fleet/log")):
+        assert time.monotonic() < deadline, f"task {second_id} printed nothing within 30 s"
         await asyncio.sleep(0.05)
+    log = await lab.cli.run("logs", second_id)
+    assert log.stdout.startswith("pid"), log.stdout
     pgid = int(log.stdout.split()[2])
     cancelled = await lab.cli.run("cancel", "--grace", "1s", second_id)
     assert cancelled.returncode == 0, cancelled.stderr

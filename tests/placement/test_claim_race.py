@@ -23,7 +23,9 @@ async def main(db, inventory, owner):
     async with fleet.service.open(db, fleet.service.Path(inventory)) as service:
         ready_then_wait_for_go(sys.argv[1])
         try:
-            claim = await service.place_and_claim(PlacementRequest(), owner=owner)
+            # The seeded samples must stay fresh however long 16 interpreters took to start.
+            claim = await service.place_and_claim(PlacementRequest(max_sample_age_s=3600),
+                                                  owner=owner)
         except NoPlacement:
             print(json.dumps({"owner": owner, "placed": False}))
             return

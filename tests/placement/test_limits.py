@@ -87,7 +87,9 @@ async def main(db, inventory):
         limits = service.placement_service.user_limits("ann")
         ready_then_wait_for_go(sys.argv[1])
         try:
-            await service.place_and_claim(PlacementRequest(), owner="ann", limits=limits)
+            # The seeded samples must stay fresh however long the racers took to start.
+            await service.place_and_claim(PlacementRequest(max_sample_age_s=3600), owner="ann",
+                                          limits=limits)
         except NoPlacement as exc:
             print(json.dumps({"placed": False, "why": str(exc)}))
             return
