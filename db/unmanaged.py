@@ -25,14 +25,16 @@ class UnmanagedGpu:
 
 
 def store_unmanaged(session: Session, host: str, gpu_idx: int,
-                    processes: Sequence[Mapping[str, Any]]) -> None:
-    """Replace GPU (host, gpu_idx)'s stored unmanaged processes (none: NULL)."""
+                    processes: Sequence[Mapping[str, Any]]) -> bool:
+    """Replace GPU (host, gpu_idx)'s stored unmanaged processes (none: NULL); False when the
+    database does not know that GPU yet."""
     gpu_id = session.scalar(select(Gpu.id).join(Host, Host.id == Gpu.host_id)
                             .where(Host.name == host, Gpu.idx == gpu_idx))
     if gpu_id is None:
-        return
+        return False
     value = json.dumps(list(processes), sort_keys=True) if processes else None
     session.execute(update(Gpu).where(Gpu.id == gpu_id).values(unmanaged_json=value))
+    return True
 
 
 def unmanaged_gpus(session: Session) -> list[UnmanagedGpu]:

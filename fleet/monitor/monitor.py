@@ -187,6 +187,8 @@ class Monitor:
         now = time.time()
         self._failing.pop(name, None)
         self.writer.add_report(name, report)
+        if previous.report is None:  # its first reading: record its GPUs now, not a flush
+            self.writer.full.set()   # later, so a claim right after start can name them
         self.writer.add_health_changes(self.health.observe(name, "up", None, report, now), now)
         self.writer.add_host_outcome(HostOutcomeIn(name, "up", None, 0, now))
         drains = self.writer.drains

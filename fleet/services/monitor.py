@@ -76,10 +76,10 @@ class MonitorService:
         stored = self._stored_unmanaged
         changed = {key: processes for key, processes in now_unmanaged.items()
                    if stored is None or stored.get(key, ()) != processes}  # first: all
-        if changed:
-            await self.context.write("store unmanaged use",
-                                     lambda session: _store_unmanaged(session, changed))
-        self._stored_unmanaged = {**(stored or {}), **changed}
+        written = await self.context.write(
+            "store unmanaged use", lambda session: _store_unmanaged(session, changed)) \
+            if changed else {}
+        self._stored_unmanaged = {**(stored or {}), **written}  # unwritten ones: next pass
 
     def monitor_settings(self) -> Settings:
         """The effective settings: defaults, the config file, the inventory's `settings:`."""
@@ -176,10 +176,12 @@ class MonitorService:
                     await self.stop_monitor()
 
 
-def _store_unmanaged(session: Session,
-                     changed: dict[tuple[str, int], tuple[ProcessInfo, ...]]) -> None:
+def _store_unmanaged(session: Session, changed: dict[tuple[str, int], tuple[ProcessInfo, ...]]
+                     ) -> dict[tuple[str, int], tuple[ProcessInfo, ...]]:
+    """Store each changed GPU's unmanaged processes; those the database knew the GPU of."""
     from db.unmanaged import store_unmanaged
 
-    for (host, index), processes in changed.items():
-        store_unmanaged(session, host, index, [
-            {"pid": p.pid, "name": p.name, "uid": p.uid, "user": p.user} for p in processes])
+    return {(host, index): processes for (host, index), processes in changed.items()
+            if store_unmanaged(session, host, index, [
+                {"pid": p.pid, "name": p.name, "uid": p.uid, "user": p.user}
+                for p in processes])}

@@ -80,7 +80,7 @@ async def test_dispatch_runs_through_the_server_as_the_caller(
     assert task["script"] == str(script)  # the client's path, not the server's staging copy
     async with lab.remote(server) as remote:
         assert task["owner"] == (await remote.whoami()).user
-    assert json.loads((await lab.run("--json", "allocations")).stdout) == {"allocations": []}
+    assert json.loads((await lab.run("--json", "allocations")).stdout)["allocations"] == []
     # The server's staged copy is gone once the host has the files.
     staged = lab.cli.home / ".local" / "state" / "fleet" / "serve" / "staged"
     assert staged.is_dir() and not list(staged.iterdir())
@@ -136,7 +136,7 @@ async def test_ctrl_c_through_the_server_cancels_the_task(serve_lab: ServeLabFac
     assert await asyncio.to_thread(wait_group_gone, int(pgid), 5.0)
     (task,) = await _tasks(lab)
     assert task["state"] == "cancelled"
-    assert json.loads((await lab.run("--json", "allocations")).stdout) == {"allocations": []}
+    assert json.loads((await lab.run("--json", "allocations")).stdout)["allocations"] == []
 
 
 @pytest.mark.slow
