@@ -74,6 +74,10 @@ def test_bad_limits_name_their_file_and_line(tmp_path: Path) -> None:
                          "    max_gpus_per_user: -1\n")
     with pytest.raises(ConfigError, match=r"inventory\.yaml:5: .*max_gpus_per_user"):
         load_settings(load_inventory(inventory))
+    inventory.write_text("hosts:\n  a: {address: 10.0.0.1}\nsettings:\n  idle:\n"
+                         "    util_below_pct: 150\n")  # a threshold outside 0-100 %
+    with pytest.raises(ConfigError, match=r"inventory\.yaml:5: .*util_below_pct"):
+        load_settings(load_inventory(inventory))
 
 
 CLAIM_ONE_ON_GO = """
