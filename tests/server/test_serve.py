@@ -161,6 +161,8 @@ async def test_second_server_is_refused_naming_the_first_and_stale_socket_replac
     refused = [await lab.spawn_server()]
     if db_url.startswith("sqlite"):
         refused.append(await lab.spawn_server("--socket", str(lab.run_dir / "b" / "fleet.sock")))
+    # stopped by the fixture (recorded pids) should one of them not exit as it must
+    lab.servers += [ServerProcess(process, lab.socket_path) for process in refused]
     for process in refused:
         _, stderr = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 2, stderr
