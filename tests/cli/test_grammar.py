@@ -16,7 +16,8 @@ from tests.cli.conftest import FleetCli
 
 LOCAL_INVENTORY = "hosts:\n  workstation:\n    connection: local\n"
 # Commands that print no data document: the UI, its demo, and raw task output.
-WITHOUT_JSON = {"fleet tui", "fleet demo", "fleet logs", "fleet serve"}  # interactive or a daemon
+WITHOUT_JSON = {"fleet tui", "fleet demo", "fleet logs", "fleet serve",  # interactive or a daemon
+                "fleet web"}  # a forwarder for the browser: it prints one link
 SELECTING_HOSTS = {"fleet status", "fleet hosts", "fleet monitor", "fleet run",
                    "fleet history gpus", "fleet history hosts", "fleet events",
                    "fleet reserve", "fleet dispatch", "fleet tui"}
