@@ -52,6 +52,11 @@ def record_samples(
     try:
         connection = session.connection()
         dialect = connection.dialect
+        if dialect.name == "postgresql":
+            # Telemetry: the commit need not wait for its WAL flush. A server crash can lose
+            # the last moments of samples (3 x wal_writer_delay, 0.6 s by default), never
+            # corrupt or reorder them; claims, tasks and events' own transactions stay synchronous.
+            connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
         for table_name, samples, values in (
             ("host_samples", host_samples, _host_values),
             ("gpu_samples", gpu_samples, _gpu_values),

@@ -174,7 +174,8 @@ def storage_postgresql(results: Results, workdir: Path, quick: bool) -> None:
             section="storage", name="GPU sample ingest, PostgreSQL", unit="samples/s",
             better="higher",
             compares=f"db.samples.record_samples on PostgreSQL {version[0] if version else ''} "
-                     f"(default settings, fsync on; binary COPY) vs SQLite (WAL, synchronous="
+                     f"(default settings, fsync on; binary COPY, each batch committed with "
+                     f"synchronous_commit off) vs SQLite (WAL, synchronous="
                      f"NORMAL): the same batches of {batch_gpus} GPU + {BATCH_HOSTS} host "
                      f"samples, one transaction each, {batches} batches per run",
             fleet=Measured("PostgreSQL COPY", copy_rates),
