@@ -48,7 +48,11 @@ def test_fifo_within_one_owner_and_priority_before_fairness() -> None:
 @pytest.mark.slow
 async def test_waiting_dispatches_start_in_fair_share_order(dispatch_lab: LabFactory) -> None:
     lab = await dispatch_lab(1)
-    script = _script(lab, "quick.py", "import time; time.sleep(0.3)\n")
+    runs = lab.cli.home / "runs.txt"  # one line per task as it starts: the start order
+    script = _script(lab, "quick.py", "import os, sys, time\n"
+                     "with open(sys.argv[1], 'a') as runs:\n"
+                     "    runs.write(os.environ['FLEET_TASK_ID'] + '\\n')\n"
+                     "time.sleep(0.3)\n")
     held = await lab.cli.run("--json", "reserve", "--gpus", "1", env={"FLEET_OWNER": "carol"})
     assert held.returncode == 0, held.stderr
     # ann already used the GPU for 10 h yesterday
@@ -62,18 +66,19 @@ async def test_waiting_dispatches_start_in_fair_share_order(dispatch_lab: LabFac
     finally:
         database.close()
     ann = await lab.spawn("dispatch", "--wait", "--queue-timeout", "2m", str(script),
-                          env={"FLEET_OWNER": "ann"})
+                          str(runs), env={"FLEET_OWNER": "ann"})
     await _until_queued(lab, 1)
     bob = await lab.spawn("dispatch", "--wait", "--queue-timeout", "2m", str(script),
-                          env={"FLEET_OWNER": "bob"})
+                          str(runs), env={"FLEET_OWNER": "bob"})
     await _until_queued(lab, 2)
     released = await lab.cli.run("release", "--all-mine", env={"FLEET_OWNER": "carol"})
     assert released.returncode == 0, released.stderr
     for process in (ann, bob):
         _, stderr = await asyncio.wait_for(process.communicate(), 120)
         assert process.returncode == 0, stderr.decode()
-    started = {task["owner"]: task["started_at"] for task in await _tasks(lab)}
-    assert started["bob"] < started["ann"]  # ann came first, bob had used nothing
+    owners = {str(task["id"]): task["owner"] for task in await _tasks(lab)}
+    order = [owners[line] for line in runs.read_text().split()]
+    assert order == ["bob", "ann"]  # ann came first, bob had used nothing
 
 
 async def _until_queued(lab: DispatchLab, count: int) -> None:

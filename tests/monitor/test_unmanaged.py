@@ -132,7 +132,10 @@ async def test_another_users_process_is_reported_once_and_a_conflict_on_a_reserv
         assert shown is not None
         assert [[p.user for p in gpu.unmanaged] for gpu in shown.hosts[0].gpus] == \
             [[NOBODY], [NOBODY]]  # on the live snapshot (the overview marks them)
-        stored = await service.unmanaged_use()  # what `fleet allocations` lists
+        deadline = time.monotonic() + 10
+        while len(stored := await service.unmanaged_use()) < 2:  # what `fleet allocations` lists
+            assert time.monotonic() < deadline, stored
+            await asyncio.sleep(0.2)
         assert [(gpu.host, gpu.gpu_idx, [p["user"] for p in gpu.processes]) for gpu in stored] \
             == [("shared", 0, [NOBODY]), ("shared", 1, [NOBODY])]
         listing = _render_unmanaged(stored)
