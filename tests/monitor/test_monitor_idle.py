@@ -56,7 +56,8 @@ async def test_an_idle_reservation_is_marked_shown_and_released(
 
         async def shown_idle() -> FleetSnapshot:
             async for snapshot in service.watch():
-                holder = snapshot.hosts[0].gpus[0].allocation
+                gpus = snapshot.hosts[0].gpus  # none until the host's first reading
+                holder = gpus[0].allocation if gpus else None
                 if holder is not None and holder.idle_since is not None:
                     return snapshot
             raise AssertionError("the watch ended")
