@@ -296,25 +296,10 @@ class Monitor:
             self._apply_drains()
 
     def writer_metrics(self) -> list[MetricFamily]:
-        """What the writer recorded and what the database refused or was let go, as counters."""
-        stats = self.writer.stats
-        return [
-            MetricFamily("fleet_monitor_gpu_samples_written", "GPU samples written.", "counter",
-                         [({}, float(stats.gpu_samples))]),
-            MetricFamily("fleet_monitor_failed_writes", "Writes the database refused (their "
-                         "rows kept for a retry).", "counter",
-                         [({}, float(stats.failed_flushes))]),
-            MetricFamily("fleet_monitor_readings_dropped", "Readings let go because the retry "
-                         "buffer was full while the database was unavailable.", "counter",
-                         [({}, float(stats.dropped_reports))]),
-            MetricFamily("fleet_monitor_buffered_rows", "Sample rows waiting to be written.",
-                         samples=[({}, float(self.writer.buffered_rows))]),
-            MetricFamily("fleet_gpu_unmanaged_processes", "Processes fleet did not start on "
-                         "the GPU (not its task's, not its reservation owner's).",
-                         samples=[({"host": host, "gpu": str(index)}, float(count))
-                                  for (host, index), count in sorted(
-                                      self.unmanaged.counts().items())]),
-        ]
+        """The monitor's own metrics: what it wrote, refused or let go, and unmanaged use."""
+        from fleet.monitor.metrics import monitor_metrics
+
+        return monitor_metrics(self.writer, self.unmanaged)
 
     def set_allocations(self, allocations: dict[tuple[str, int], AllocationInfo]) -> None:
         """Who holds each GPU, keyed by (host, index); shown in the snapshots from now on (with

@@ -9,8 +9,7 @@ from aiohttp import web
 
 from fleet.server.app import error_reply, json_reply
 from fleet.server.keys import FLEET, IDENTITIES, JOBS
-from fleet.server.relay import EVENT_STREAM_HEADERS, relay
-from fleet.server.stream import sse_frame
+from fleet.server.relay import EVENT_STREAM_HEADERS, EventStream, relay
 from fleet.wire import dispatch as wire
 from fleet.wire import errors as wire_errors
 from fleet.wire import tasks
@@ -94,40 +93,24 @@ async def task_log(request: web.Request) -> web.StreamResponse:
     task_id = int(request.match_info["task_id"])
     fleet, caller = request.app[FLEET], request.app[IDENTITIES].caller(request)
     await fleet.task(task_id)  # an unknown id is a 400 before the stream starts
-    frames: asyncio.Queue[bytes | None] = asyncio.Queue(LOG_QUEUE_FRAMES)
-    stop = asyncio.Event()
+    stream = EventStream(LOG_QUEUE_FRAMES)  # a client that falls behind is let go
 
     def emit(event: str, value: object) -> None:
-        try:
-            frames.put_nowait(sse_frame(event, encode(value)))
-        except asyncio.QueueFull:  # the client fell behind: let it go
-            stop.set()
+        stream.emit(event, encode(value))
 
     async def follow() -> None:
         from fleet.errors import FleetError
 
         try:
             row = await fleet.follow(task_id, on_output=lambda data: emit(
-                "output", wire.OutputEvent(data)), stop=stop, follow=wanted.follow,
+                "output", wire.OutputEvent(data)), stop=stream.stop, follow=wanted.follow,
                 lost_after_s=wanted.lost_after_s, caller=caller)
             emit("task", tasks.task_to_wire(row))
         except FleetError as exc:
             emit("error", wire_errors.error_to_wire(exc)[1])
-        finally:
-            try:
-                frames.put_nowait(None)
-            except asyncio.QueueFull:
-                stop.set()
 
-    follower = asyncio.create_task(follow(), name=f"fleet-serve-log-{task_id}")
-    response = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
-    try:
-        await response.prepare(request)
-        await relay(request, response, frames, dropped=stop.is_set)
-    finally:
-        stop.set()
-        await asyncio.wait({follower}, timeout=30.0)
-    return response
+    return await stream.serve(request, follow(), name=f"fleet-serve-log-{task_id}",
+                              stop_timeout_s=30.0)
 
 
 async def place(request: web.Request) -> web.Response:

@@ -1,12 +1,16 @@
-"""Writing a queue of server-sent-event frames to one client, until it ends or the client goes."""
+"""Writing a queue of server-sent-event frames to one client, until it ends or the client goes;
+EventStream pairs such a queue with the work that fills it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aiohttp import web
+
+from fleet.server.stream import sse_frame
 
 log = logging.getLogger(__name__)
 
@@ -44,3 +48,46 @@ async def relay(request: web.Request, response: web.StreamResponse,
     except (ConnectionError, TimeoutError) as exc:
         log.info("a client of %s went away: %s", request.path, exc or type(exc).__name__)
     return False
+
+
+class EventStream:
+    """One client's events from work that runs beside its response (a task's log, followed).
+
+    `emit` queues an event; a client that falls the queue's size behind is let go (`stop` is
+    set, which the work should watch). `serve` runs the work, relays its frames, and stops it
+    when the client goes.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.frames: asyncio.Queue[bytes | None] = asyncio.Queue(size)
+        self.stop = asyncio.Event()
+
+    def emit(self, event: str, data: bytes) -> None:
+        """Queue one event (its encoded data)."""
+        try:
+            self.frames.put_nowait(sse_frame(event, data))
+        except asyncio.QueueFull:
+            self.stop.set()
+
+    async def serve(self, request: web.Request, work: Coroutine[Any, Any, None], *, name: str,
+                    stop_timeout_s: float) -> web.StreamResponse:
+        """Run `work` beside an event-stream response until both are done (the work waited
+        for at most `stop_timeout_s` once the client went)."""
+        async def run() -> None:
+            try:
+                await work
+            finally:
+                try:
+                    self.frames.put_nowait(None)
+                except asyncio.QueueFull:
+                    self.stop.set()
+
+        follower = asyncio.create_task(run(), name=name)
+        response = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
+        try:
+            await response.prepare(request)
+            await relay(request, response, self.frames, dropped=self.stop.is_set)
+        finally:
+            self.stop.set()
+            await asyncio.wait({follower}, timeout=stop_timeout_s)
+        return response

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import get_args
@@ -11,8 +10,7 @@ from aiohttp import web
 
 from fleet.errors import FleetError
 from fleet.records import Severity
-from fleet.server.relay import EVENT_STREAM_HEADERS, relay
-from fleet.server.stream import sse_frame
+from fleet.server.relay import EventStream
 from fleet.web.html import render, when
 from fleet.web.site import WEB
 from fleet.wire.codec import encode
@@ -71,38 +69,23 @@ async def task_log(request: web.Request) -> web.StreamResponse:
     caller = context.identities.caller(request) if context.identities is not None else None
     task_id = int(request.match_info["task_id"])
     await fleet.task(task_id)  # an unknown id is a 4xx page before the stream starts
-    frames: asyncio.Queue[bytes | None] = asyncio.Queue(LOG_QUEUE_FRAMES)
-    stop = asyncio.Event()
+    stream = EventStream(LOG_QUEUE_FRAMES)  # a page that falls behind is let go (it reloads)
 
     def emit(event: str, value: object) -> None:
-        try:
-            frames.put_nowait(sse_frame(event, encode(value)))
-        except asyncio.QueueFull:  # the page fell behind: let it go (it can reload)
-            stop.set()
+        stream.emit(event, encode(value))
 
     async def follow() -> None:
         try:
             row = await fleet.follow(task_id, on_output=lambda data: emit("output",
-                                     log_text(data)), stop=stop, follow=True, caller=caller)
+                                     log_text(data)), stop=stream.stop, follow=True,
+                                     caller=caller)
             emit("end", {"state": row.state, "exit_code": row.exit_code,
                          "ended": when(row.ended_at)})
         except FleetError as exc:
             emit("end", {"state": "unknown", "error": str(exc)})
-        finally:
-            try:
-                frames.put_nowait(None)
-            except asyncio.QueueFull:
-                stop.set()
 
-    follower = asyncio.create_task(follow(), name=f"fleet-web-log-{task_id}")
-    response = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
-    try:
-        await response.prepare(request)
-        await relay(request, response, frames, dropped=stop.is_set)
-    finally:
-        stop.set()
-        await asyncio.wait({follower}, timeout=FOLLOWER_STOP_S)
-    return response
+    return await stream.serve(request, follow(), name=f"fleet-web-log-{task_id}",
+                              stop_timeout_s=FOLLOWER_STOP_S)
 
 
 async def allocations_page(request: web.Request) -> web.Response:
