@@ -20,6 +20,7 @@ from fleet.sim.build import SimTools
 from tests.dispatch.conftest import kill_task_groups, start_gpu_host, write_inventory
 from tests.fixtures.cli import CliResult, FleetCli
 from tests.fixtures.sshserver import SimHostHandle, SimSshHostFactory
+from tests.server.users import UnixUser, unique_group, unix_users
 
 START_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 15.0
@@ -135,6 +136,14 @@ async def wait_ready(server: ServerProcess) -> None:
 
 
 ServeLabFactory = Callable[..., Awaitable[ServeLab]]
+
+
+@pytest.fixture
+def two_users() -> Iterator[tuple[list[UnixUser], str]]:
+    """Two real Unix users in one fresh group (removed after); needs root."""
+    group = unique_group("flsock")
+    with unix_users(2, [[group], [group]]) as users:
+        yield users, group
 
 
 @pytest.fixture

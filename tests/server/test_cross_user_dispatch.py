@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,8 +18,6 @@ from tests.server.users import (
     SYSTEM_PYTHON,
     UnixUser,
     python_path_for_others,
-    unique_group,
-    unix_users,
 )
 
 pytestmark = [
@@ -39,13 +36,6 @@ time.sleep(float(sys.argv[1]))
 print(json.dumps({"gpu": os.environ["CUDA_VISIBLE_DEVICES"], "start": start,
                   "end": time.time(), "task": int(os.environ["FLEET_TASK_ID"])}))
 """
-
-
-@pytest.fixture
-def two_users() -> Iterator[tuple[list[UnixUser], str]]:
-    group = unique_group("flsock")
-    with unix_users(2, [[group], [group]]) as users:
-        yield users, group
 
 
 def _script_for(user: UnixUser) -> Path:

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,14 +22,12 @@ from tests.cluster.hosts import ClusterHostSpec
 from tests.fixtures.cli import FleetCli
 from tests.fixtures.cluster import ClusterFactory
 from tests.server.conftest import ServerProcess, wait_ready
-from tests.server.test_cross_user_dispatch import STAMP
+from tests.server.test_cross_user_dispatch import _script_for
 from tests.server.test_identity import AsUser
 from tests.server.users import (
     SYSTEM_PYTHON,
     UnixUser,
     python_path_for_others,
-    unique_group,
-    unix_users,
 )
 
 pytestmark = [
@@ -38,20 +36,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="creating Unix users (useradd) needs root"),
     pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs /usr/bin/python3 for the users"),
 ]
-
-
-@pytest.fixture
-def two_users() -> Iterator[tuple[list[UnixUser], str]]:
-    group = unique_group("fllim")
-    with unix_users(2, [[group], [group]]) as users:
-        yield users, group
-
-
-def _script_for(user: UnixUser) -> Path:
-    path = user.home / "stamp.py"
-    path.write_text(STAMP)
-    os.chown(path, user.uid, -1)
-    return path
 
 
 async def test_a_users_third_gpu_waits_for_their_limit_while_others_start(
