@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError
 
 from db.errors import DatabaseError
 from db.migrate import HEAD_REVISION
+from db.references import UNENFORCED_REFERENCES
 from db.sqlite import BUSY_TIMEOUT_MS, PRIVATE_FILE_MODE, sqlite_file_path
 
 
@@ -141,7 +142,8 @@ def backup_sqlite(url: str, destination: Path, *, force: bool = False) -> Backup
 
 
 def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
-    """Run integrity_check and foreign_key_check and compare the schema revision with head.
+    """Run integrity_check, foreign_key_check and the unenforced references' orphan counts, and
+    compare the schema revision with head.
 
     Opens the file read-only. A file SQLite cannot read at all is reported as a problem, not
     raised; a missing file or a non-SQLite URL raises DatabaseError.
@@ -159,10 +161,12 @@ def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
                 problems.append(f"foreign key: {table} row {rowid} references missing {parent}")
                 if len(problems) >= max_problems:
                     break
-            has_version = connection.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
-            ).fetchone()
-            if has_version:
+            for reference in UNENFORCED_REFERENCES:
+                if _has_table(connection, reference.table):
+                    (orphans,) = connection.execute(reference.orphans_sql()).fetchone()
+                    if orphans:
+                        problems.append(reference.problem(orphans))
+            if _has_table(connection, "alembic_version"):
                 versions = sorted(row[0] for row in connection.execute(
                     "SELECT version_num FROM alembic_version"))
                 revision = ",".join(versions) or None
@@ -174,4 +178,10 @@ def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
         problems.append(f"schema revision is {revision or 'none'}, this fleet expects "
                         f"{HEAD_REVISION} (opening it with fleet migrates it)")
     return CheckResult(str(path), tuple(problems), revision, HEAD_REVISION,
-                       ("integrity", "foreign keys"))
+                       ("integrity", "foreign keys", "references"))
+
+
+def _has_table(connection: sqlite3.Connection, name: str) -> bool:
+    return connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone() is not None

@@ -155,7 +155,8 @@ class GpuSample(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"))
+    # A gpus.id, deliberately without a foreign key (migration 0011; db.references checks it).
+    gpu_id: Mapped[int] = mapped_column(Integer)
     ts: Mapped[int] = mapped_column(BigInteger)
     utilization_gpu_pct: Mapped[float | None] = mapped_column(Float)
     utilization_memory_pct: Mapped[float | None] = mapped_column(Float)

@@ -24,6 +24,7 @@ from db.backup import BackupResult, CheckResult
 from db.errors import DatabaseError
 from db.migrate import HEAD_REVISION
 from db.models import Base
+from db.references import UNENFORCED_REFERENCES
 from db.sqlite import PRIVATE_FILE_MODE
 
 PG_LIB = Path("/usr/lib/postgresql")
@@ -213,4 +214,8 @@ def _orphan_problems(connection: Connection) -> list[str]:
             if orphans:
                 problems.append(f"foreign key: {orphans} {table.name} row(s) reference a missing "
                                 f"{target.table.name} ({table.name}.{column.name})")
+    for reference in UNENFORCED_REFERENCES:
+        orphans = connection.scalar(text(reference.orphans_sql()))
+        if orphans:
+            problems.append(reference.problem(orphans))
     return problems

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import BigInteger, Float, cast, delete, func, insert, literal_column, select
 from sqlalchemy.orm import Session
 
-from db.models import GpuSample, GpuSampleMinute, HostSample
+from db.models import Gpu, GpuSample, GpuSampleMinute, HostSample
 
 MINUTE_MS = 60_000
 
@@ -73,6 +73,9 @@ def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
             cast(func.avg(GpuSample.power_draw_w), Float),
             func.max(GpuSample.power_draw_w),
         )
+        # Samples of a missing GPU (no foreign key refuses them, see db.references) are not
+        # rolled up: the rollup's own key to gpus would fail the whole pass.
+        .join(Gpu, Gpu.id == GpuSample.gpu_id)
         .where(GpuSample.ts >= start_ms, GpuSample.ts < end_ms)
         .group_by(GpuSample.gpu_id, bucket)
     )

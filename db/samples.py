@@ -46,7 +46,8 @@ def record_samples(
 
     Returns how many readings were stored as NULL because they do not fit their column (an
     integer beyond 64 bits, or beyond 32 where the column is 4 bytes); the other values and
-    rows are stored. Raises (and rolls back) when any sample names an unknown host or GPU id.
+    rows are stored. Raises (and rolls back) when any sample names an unknown host id; GPU ids
+    are not checked here (no foreign key, see db.references: `fleet db check` reports them).
     """
     nulled = 0
     try:

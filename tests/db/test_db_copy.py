@@ -37,7 +37,9 @@ def _fill(database: Database, seeded: SeededFleet) -> None:
                           net_rx_bytes=2**40 + i) for i in range(30)],
             [GpuSampleIn(gpu, BASE_MS + i * 10_000, utilization_gpu_pct=float(i),
                          memory_used_bytes=i << 30, temperature_c=40.0 + i, lost=i == 7,
-                         clock_sm_mhz=1500) for i in range(30) for gpu in (a0, b0)])
+                         clock_sm_mhz=1500) for i in range(30) for gpu in (a0, b0)]
+            # A sample of a missing GPU (no foreign key refuses it): copied like any other.
+            + [GpuSampleIn(424242, BASE_MS)])
     with database.session() as session:
         rollup_gpu_minutes(session, until_ms=BASE_MS + 300_000)
         task = create_task(session, name="train", script="train.py", args=["--lr", "0.1"],
@@ -82,7 +84,7 @@ def test_sqlite_to_postgresql_and_back_keeps_every_row(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "row counts verified per table" in captured.out
-    assert "gpu_samples: 60 rows" in captured.err and "60/60" in captured.err
+    assert "gpu_samples: 61 rows" in captured.err and "61/61" in captured.err
     assert _dump(pg_target) == original
 
     # The copy is a working fleet database: views answer, new ids follow the copied ones.

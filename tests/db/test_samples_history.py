@@ -8,10 +8,12 @@ from dataclasses import astuple, fields
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 from db.engine import Database
 from db.errors import DatabaseError
 from db.history import gpu_history
+from db.models import HostSample
 from db.samples import prune_samples, record_samples
 from db.types import GpuHistoryPoint, GpuSampleIn, HostSampleIn
 from tests.db.conftest import SeededFleet, run_python
@@ -45,10 +47,16 @@ def test_samples_written_here_are_read_by_another_process(
 
 def test_record_samples_is_all_or_nothing(database: Database, seeded: SeededFleet) -> None:
     a0 = seeded.gpu_ids[("alpha", 0)]
+    beta = seeded.host_ids["beta"]
+    # The database refuses a sample without a timestamp; the host sample before it goes too.
+    with pytest.raises(DatabaseError, match=r"(?i)null"), database.session() as session:
+        record_samples(session, [HostSampleIn(beta, 1, load_1m=0.5)],
+                       [GpuSampleIn(a0, 1), GpuSampleIn(a0, None)])  # type: ignore[arg-type]
     with pytest.raises(DatabaseError, match=r"(?i)foreign key"), database.session() as session:
-        record_samples(session, [], [GpuSampleIn(a0, 1), GpuSampleIn(424242, 2)])
+        record_samples(session, [HostSampleIn(beta, 2), HostSampleIn(424242, 3)], [])
     with database.session() as session:
         assert gpu_history(session, since_ms=0, until_ms=100) == []
+        assert session.scalar(select(func.count()).select_from(HostSample)) == 0
 
 
 def _point(

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from db.engine import open_database
+from db.migrate import HEAD_REVISION
 from fleet.cli.main import main
 from tests.fixtures.database import PgServer
 from tests.health.conftest import seed_fleet
@@ -47,13 +48,15 @@ def test_check_a_healthy_database_then_one_with_every_kind_of_damage(
     pg_server: PgServer, pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = _fleet(capsys, pg_url, "db", "check")
-    assert code == 0 and ": ok (constraints, indexes, orphan rows, schema 0010)" in out
+    assert code == 0 and f": ok (constraints, indexes, orphan rows, schema {HEAD_REVISION})" in out
     _sql(pg_server, pg_url,
          # A GPU row whose host is gone: possible after a restore with triggers disabled.
          "SET session_replication_role = replica",
          "INSERT INTO gpus (host_id, idx, state, drained, first_seen, last_seen) "
          "VALUES (9999, 0, 'ok', false, 0, 0)",
          "SET session_replication_role = DEFAULT",
+         # A sample of a GPU that does not exist: no foreign key refuses it (migration 0011).
+         "INSERT INTO gpu_samples (gpu_id, ts, lost) VALUES (424242, 1, false)",
          "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'ix_events_ts'::regclass",
          "DROP INDEX ix_tasks_state",
          "ALTER TABLE hosts DROP CONSTRAINT ck_hosts_state",
@@ -62,11 +65,12 @@ def test_check_a_healthy_database_then_one_with_every_kind_of_damage(
     code, out, _ = _fleet(capsys, pg_url, "db", "check")
     assert code == 1, out
     assert "foreign key: 1 gpus row(s) reference a missing hosts (gpus.host_id)" in out
+    assert "reference: 1 gpu_samples row(s) name a missing gpus (gpu_samples.gpu_id" in out
     assert "index ix_events_ts is invalid" in out
     assert "index ix_tasks_state on tasks is missing" in out
     assert "constraint ck_hosts_state is not validated" in out
     assert "constraint ck_allocations_kind on allocations is missing" in out
-    assert "5 problem(s)" in out
+    assert "6 problem(s)" in out
 
 
 def test_check_an_unmigrated_database_reports_its_revision(
@@ -77,7 +81,7 @@ def test_check_an_unmigrated_database_reports_its_revision(
         code, out, _ = _fleet(capsys, pg_server.cluster.url(name), "db", "check")
     finally:
         pg_server.drop_database(name)
-    assert code == 1 and "schema revision is none, this fleet expects 0010" in out
+    assert code == 1 and f"schema revision is none, this fleet expects {HEAD_REVISION}" in out
 
 
 def test_backup_is_a_pg_dump_that_restores_the_same_rows(
