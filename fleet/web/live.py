@@ -3,7 +3,8 @@
 Every page shares one `LiveRows`. Each snapshot recomputes the rows of the hosts it names as
 changed. Two streams carry what differs: `live` the host rows' changed cells (one `rows` event,
 encoded once for every page), and `live/gpus?h=HOST…` (or `?all=1`) the changed GPU cells of the
-hosts a page shows expanded (`gpus` events, first with every cell of those GPUs). A page drawn
+hosts a page shows expanded (`gpus` events, first with every cell of those GPUs, marked whole; a
+GPU its host no longer reports is sent as null, and the page removes its row). A page drawn
 at another version first gets every host row, so a reconnecting page catches up. With no page
 watching, nothing is computed until one asks.
 """
@@ -31,8 +32,8 @@ log = logging.getLogger(__name__)
 RECHECK_S = 5.0
 # Frames that may wait for one browser before it is dropped (it reconnects and catches up).
 CLIENT_QUEUE_FRAMES = 32
-# GPU cells by host, then by GPU index (as text: JSON keys).
-GpuCells = dict[str, dict[str, Cells]]
+# GPU cells by host, then by GPU index (as text: JSON keys); None: that GPU is gone.
+GpuCells = dict[str, dict[str, Cells | None]]
 
 
 def changed_cells(old: Cells | None, new: Cells) -> Cells:
@@ -41,7 +42,7 @@ def changed_cells(old: Cells | None, new: Cells) -> Cells:
             if key not in SORT_ONLY_CELLS and (old is None or old.get(key) != value)}
 
 
-def _gpu_cells(row: HostRows) -> dict[str, Cells]:
+def _gpu_cells(row: HostRows) -> dict[str, Cells | None]:
     return {cells["index"]: changed_cells(None, cells) for cells in row.gpus.values()}
 
 
@@ -98,6 +99,8 @@ class LiveRows:
                 gpu_delta = changed_cells(old.gpus.get(key), cells)
                 if gpu_delta:
                     gpus.setdefault(new.name, {})[cells["index"]] = gpu_delta
+            for key in old.gpus.keys() - new.gpus.keys():
+                gpus.setdefault(new.name, {})[old.gpus[key]["index"]] = None
         self._computed_at = time.monotonic()
         if hosts or gpus:
             self.version += 1
@@ -172,7 +175,7 @@ class LiveRows:
 
         def first(version: int) -> bytes:
             return gpus_frame(version, {name: _gpu_cells(row) for name, row in self.rows.items()
-                                        if wanted is None or name in wanted})
+                                        if wanted is None or name in wanted}, whole=True)
 
         try:
             return await self._stream(request, subscriber, first)
@@ -209,6 +212,13 @@ def rows_frame(version: int, hosts: Mapping[str, Cells]) -> bytes:
     return sse_frame("rows", encode({"v": version, "hosts": hosts}))
 
 
-def gpus_frame(version: int, gpus: Mapping[str, Mapping[str, Cells]]) -> bytes:
-    """Changed cells of GPUs (by host name, then index) as one `gpus` event."""
-    return sse_frame("gpus", encode({"v": version, "hosts": gpus}))
+def gpus_frame(version: int, gpus: Mapping[str, Mapping[str, Cells | None]], *,
+               whole: bool = False) -> bytes:
+    """Changed cells of GPUs (by host name, then index; None for a GPU gone) as one event.
+
+    `whole`: each host's GPUs are all there are (a page drops its rows of any other).
+    """
+    frame: dict[str, object] = {"v": version, "hosts": gpus}
+    if whole:
+        frame["whole"] = True
+    return sse_frame("gpus", encode(frame))

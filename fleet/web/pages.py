@@ -19,6 +19,13 @@ CHART_POINTS = 300
 RECENT_EVENTS = 20
 
 
+def chart_bucket_s(span_s: int) -> int:
+    """Seconds per chart point over `span_s`: about CHART_POINTS of them, whole minutes from
+    a minute up, so ranges whose raw samples were pruned are drawn from the 1-minute rollups."""
+    bucket_s = max(1, span_s // CHART_POINTS)
+    return bucket_s if bucket_s < 60 else round(bucket_s / 60) * 60
+
+
 def add_pages(app: web.Application) -> None:
     """GET / (overview), /hosts/{name} (detail), /live and /live/gpus (their changes)."""
     app.router.add_get("/", overview)
@@ -83,7 +90,7 @@ async def host_detail(request: web.Request) -> web.Response:
     until = time.time()
     span_s = WINDOWS_S[window]
     points = await context.fleet.gpu_history(since=until - span_s, until=until, host=name,
-                                             bucket_s=max(1, span_s // CHART_POINTS))
+                                             bucket_s=chart_bucket_s(span_s))
     series: dict[int, GpuSeries] = {}
     for point in points:
         gpu = series.setdefault(point.gpu_idx, GpuSeries(f"GPU {point.gpu_idx}", point.gpu_idx,

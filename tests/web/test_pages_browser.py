@@ -4,7 +4,10 @@ parameters get 4xx pages, and a GPU made hot turns hot on the open page without 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -141,6 +144,42 @@ def test_host_detail_draws_history_charts_with_points(
     assert not [e for e in browser_errors(browser) if "favicon" not in e]
 
 
+def plant_rollups(server: WebServer, host: str, index: int, days_ago: float,
+                  util: float) -> None:
+    """Half an hour of 1-minute rollups of one GPU, `days_ago` back, with no raw samples."""
+    start_ms = int(time.time() - days_ago * 86400) // 60 * 60_000
+    with contextlib.closing(sqlite3.connect(server.env["FLEET_DB"], timeout=10)) as db, db:
+        [gpu_id] = db.execute("SELECT gpus.id FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
+                              "WHERE hosts.name = ? AND gpus.idx = ?", (host, index)).fetchone()
+        db.executemany(
+            "INSERT OR REPLACE INTO gpu_samples_1m (gpu_id, bucket_ts, samples, util_avg, "
+            "util_max, mem_used_max, temp_avg, temp_max, power_avg, power_max) "
+            "VALUES (?, ?, 60, ?, ?, NULL, 50, 50, 100, 100)",
+            [(gpu_id, start_ms + 60_000 * minute, util, util) for minute in range(30)])
+
+
+@pytest.mark.parametrize(("window", "span_s", "shows_rollups"), [
+    ("1d", 86400, False), ("7d", 7 * 86400, True)])
+def test_long_windows_span_their_days_and_draw_rolled_up_history(
+        web_server: WebServer, browser: Any, window: str, span_s: int,
+        shows_rollups: bool) -> None:
+    plant_rollups(web_server, "gpu-a", 0, days_ago=3, util=77.0)  # raw samples long pruned
+    visit(browser, web_server.url + f"hosts/gpu-a?window={window}")
+    data = json.loads(browser.find_element("id", "chart-data").get_attribute("textContent"))
+    assert data["until"] - data["since"] == span_s
+    [gpu0] = [gpu for gpu in data["gpus"] if gpu["index"] == 0]
+    old = [util for ts, util in zip(gpu0["ts"], gpu0["util"], strict=True)
+           if ts < data["until"] - 2 * 86400]
+    assert old == ([77.0] * len(old) if shows_rollups else [])
+    assert bool(old) is shows_rollups
+    charts = browser.find_element("id", "charts")
+    wait_until(lambda: int(charts.get_attribute("data-points") or 0), 10, "the charts have points")
+    assert len(browser.find_elements("css selector", "#charts canvas")) == 3
+    current = browser.find_element("css selector", '.windows a[aria-current="page"]')
+    assert current.text == window
+    assert not [e for e in browser_errors(browser) if "favicon" not in e]
+
+
 @pytest.mark.parametrize(("path", "status", "words"), [
     ("hosts/no-such-host", 404, "no host named"),
     ("hosts/gpu-a?window=3w", 400, "unknown window"),
@@ -189,6 +228,28 @@ def test_gpu_made_hot_turns_hot_on_the_open_page_within_3s(
     wait_until(lambda: host.get_attribute("data-hot") == "hot", 3.0, "gpu-a marked hot")
     assert "95 °C" in host.find_element("css selector", "tr.host").get_attribute("textContent")
     print(f"hot on the page {elapsed:.2f}s after the simulated config changed")
+
+
+def test_gpu_gone_from_its_host_leaves_the_open_page_and_comes_back(
+        web_server: WebServer, web_lab: Cluster, browser: Any) -> None:
+    from fleet.sim import scenarios
+
+    def shown() -> list[str]:
+        return [row.get_attribute("data-gpu") for row in browser.find_elements(
+            "css selector", 'tbody[data-host="gpu-a"] tr[data-gpu]')]
+
+    open_page(browser, web_server.url)
+    expand(browser, "gpu-a", 1)
+    browser.execute_script("window.fleetNotReloaded = true")
+    web_lab.host("gpu-a").set_gpus(scenarios.idle(1, host="gpu-a"))  # GPU 1 fell off the bus
+    try:
+        wait_until(lambda: shown() == ["gpu-a:0"], 5, "gpu-a:1's row leaves the page")
+        free = browser.find_element("css selector", 'tbody[data-host="gpu-a"] [data-c="free"]')
+        wait_until(lambda: free.text.endswith("/1"), 5, "gpu-a counts one GPU")
+    finally:
+        web_lab.host("gpu-a").set_gpus(scenarios.idle(2, host="gpu-a"))
+    wait_until(lambda: shown() == ["gpu-a:0", "gpu-a:1"], 5, "gpu-a:1's row comes back")
+    assert browser.execute_script("return window.fleetNotReloaded") is True
 
 
 def test_page_says_reconnecting_while_the_server_is_gone_and_catches_up(

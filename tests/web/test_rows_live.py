@@ -105,6 +105,51 @@ def _queued(subscriber: Subscriber) -> list[Frame | None]:
     return frames
 
 
+async def test_a_gpu_gone_from_its_host_is_sent_as_removed_and_comes_back_whole() -> None:
+    live = LiveRows()
+    live.broadcaster.subscribe(on_drop=lambda: None)
+    live.update(fleet())
+    live.current()
+    watcher = Subscriber(asyncio.Queue(8), lambda: None)
+    live.gpu_watchers[watcher] = frozenset({"atlas"})
+    before = fleet()
+    atlas, bolt = before.hosts
+    two_gpus = replace(atlas, gpus=atlas.gpus[:2])  # GPU 2 fell off the bus
+    live.update(replace(before, hosts=(two_gpus, bolt), changed=frozenset({"atlas"})))
+    [frame] = _queued(watcher)
+    assert _data(frame) == ("gpus", {"v": 2, "hosts": {"atlas": {"2": None}}})
+    assert set(live.current()[1]["atlas"].gpus) == {"atlas:0", "atlas:1"}
+
+    live.update(before)  # it is back: every cell of its row, as for a row never seen
+    [frame] = _queued(watcher)
+    _event, data = _data(frame)
+    assert data["hosts"] == {"atlas": {"2": _gpu_cells_shown(before, "atlas:2")}}
+
+
+def _gpu_cells_shown(snapshot: FleetSnapshot, key: str) -> dict[str, str]:
+    return dict(fleet_rows(snapshot, time.time())["atlas"].gpus[key])
+
+
+async def test_a_gpu_stream_opens_with_every_gpu_of_its_hosts_marked_whole() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fleet.web.site import WebContext, web_app
+
+    live = LiveRows()
+    live.update(fleet())
+    app = web.Application()
+    app.add_subapp("/web/", web_app(WebContext(None, live)))  # type: ignore[arg-type]
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        reply = await client.get("/web/live/gpus", params={"h": "atlas"})
+        first = await asyncio.wait_for(reply.content.readuntil(b"\n\n"), 5)
+        reply.close()
+    event, data = _data(first)
+    # A page that reconnects drops rows of GPUs this does not list (gone while it was away).
+    assert event == "gpus" and data["whole"] is True
+    assert sorted(data["hosts"]["atlas"]) == ["0", "1", "2"]  # type: ignore[index]
+    live.close()
+
+
 async def test_hosts_coming_or_going_ask_pages_to_reload() -> None:
     live = LiveRows()
     live.broadcaster.subscribe(on_drop=lambda: None)

@@ -49,6 +49,10 @@
     for (const [index, delta] of Object.entries(byIndex)) {
       const values = latest.get(index);
       if (!values) continue;
+      if (delta === null) { // the host no longer reports this GPU: its lines stop here
+        for (const key of Object.keys(READ)) values[key] = null;
+        continue;
+      }
       for (const [key, read] of Object.entries(READ)) {
         const text = read(delta);
         if (text !== undefined) values[key] = Number.isFinite(parseFloat(text)) ? parseFloat(text) : null;

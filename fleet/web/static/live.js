@@ -93,6 +93,12 @@
     return row;
   }
 
+  function removeGpu(name, index) { // the host no longer reports this GPU
+    const rows = gpus.get(name);
+    const row = rows.get(index);
+    if (row) { row.remove(); rows.delete(index); }
+  }
+
   let gpuSource = null;
   let reopenTimer = null;
   function followGpus() {
@@ -105,14 +111,21 @@
     else for (const [name] of open) url.searchParams.append("h", name);
     gpuSource = new EventSource(url);
     gpuSource.addEventListener("gpus", (event) => {
-      for (const [name, byIndex] of Object.entries(JSON.parse(event.data).hosts)) {
+      const frame = JSON.parse(event.data);
+      for (const [name, byIndex] of Object.entries(frame.hosts)) {
         if (!hosts.has(name)) continue;
+        if (frame.whole) { // a (re)connected stream: rows of GPUs it does not list are gone
+          for (const index of [...gpus.get(name).keys()]) {
+            if (!(index in byIndex)) removeGpu(name, index);
+          }
+        }
         for (const [index, delta] of Object.entries(byIndex)) {
+          if (delta === null) { removeGpu(name, index); continue; }
           const row = gpuRow(name, index);
           if (row) apply(row, row, delta);
         }
       }
-      document.dispatchEvent(new CustomEvent("fleet:gpus", { detail: JSON.parse(event.data) }));
+      document.dispatchEvent(new CustomEvent("fleet:gpus", { detail: frame }));
     });
   }
   function refollowSoon() { // a burst of toggles opens one stream
