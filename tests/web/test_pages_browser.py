@@ -110,6 +110,22 @@ def test_hostile_gpu_name_is_text_no_script_runs_and_csp_is_sent(
         browser.switch_to.alert.text  # noqa: B018
 
 
+def test_overview_is_a_table_to_assistive_technology(
+        web_server: WebServer, browser: Any) -> None:
+    # Its rows are laid out as grids (off-screen hosts skip layout): the semantics must stay.
+    open_page(browser, web_server.url)
+    browser.execute_cdp_cmd("Accessibility.enable", {})
+    try:
+        nodes = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})["nodes"]
+    finally:
+        browser.execute_cdp_cmd("Accessibility.disable", {})
+    roles = [node.get("role", {}).get("value") for node in nodes if not node.get("ignored")]
+    assert roles.count("table") == 1
+    assert roles.count("columnheader") == 10
+    assert roles.count("rowheader") == 3  # one per host, its name
+    assert roles.count("row") == 4  # the header row and the hosts'
+
+
 def test_host_detail_draws_history_charts_with_points(
         web_server: WebServer, web_lab: Cluster, browser: Any) -> None:
     time.sleep(1.5)  # a few 0.25 s samples reach the database (the monitor writes in batches)
