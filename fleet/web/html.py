@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -76,6 +77,39 @@ def render(request: web.Request, name: str, *, status: int = 200,
 
 # Bytes of a streamed page written at once: the browser draws the first rows meanwhile.
 STREAM_CHUNK_BYTES = 64 * 1024
+# gzip level of streamed pages: the 1,000-host overview's 0.7 MB go as ~30 kB (an SSH tunnel).
+GZIP_LEVEL = 6
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """Whether the request's Accept-Encoding lists gzip (without q=0)."""
+    for item in request.headers.get("Accept-Encoding", "").split(","):
+        coding, *parameters = (part.strip().lower() for part in item.split(";"))
+        if coding == "gzip":
+            weight = next((p[2:] for p in parameters if p.startswith("q=")), "1")
+            try:
+                return float(weight) > 0
+            except ValueError:
+                return False
+    return False
+
+
+class _Encoder:
+    """Page text as the bytes to send: UTF-8, gzip'ed when the browser accepts it, each chunk
+    flushed (the browser can draw it now, not when zlib's buffer fills)."""
+
+    def __init__(self, gzip: bool) -> None:
+        self.zlib = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS) \
+            if gzip else None
+
+    def chunk(self, text: str) -> bytes:
+        data = text.encode()
+        if self.zlib is None:
+            return data
+        return self.zlib.compress(data) + self.zlib.flush(zlib.Z_SYNC_FLUSH)
+
+    def end(self) -> bytes:
+        return b"" if self.zlib is None else self.zlib.flush()
 
 
 async def render_streamed(request: web.Request, name: str,
@@ -85,8 +119,12 @@ async def render_streamed(request: web.Request, name: str,
 
     context.setdefault("page", "")
     template = request.app[TEMPLATES].get_template(name)
-    response = web.StreamResponse(headers={**SECURITY_HEADERS,
-                                           "Content-Type": "text/html; charset=utf-8"})
+    encoder = _Encoder(accepts_gzip(request))
+    headers = {**SECURITY_HEADERS, "Content-Type": "text/html; charset=utf-8",
+               "Vary": "Accept-Encoding"}
+    if encoder.zlib is not None:
+        headers["Content-Encoding"] = "gzip"
+    response = web.StreamResponse(headers=headers)
     parts = template.generate(root=ROOT, now=time.time(), **context)
     await response.prepare(request)
     buffered: list[str] = []
@@ -96,9 +134,9 @@ async def render_streamed(request: web.Request, name: str,
             buffered.append(part)
             size += len(part)
             if size >= STREAM_CHUNK_BYTES:
-                await response.write("".join(buffered).encode())
+                await response.write(encoder.chunk("".join(buffered)))
                 buffered, size = [], 0
-        await response.write("".join(buffered).encode())
+        await response.write(encoder.chunk("".join(buffered)) + encoder.end())
         await response.write_eof()
     except ConnectionError as exc:  # the browser went away mid-page: nothing to answer
         log.info("web: %s went away mid-page: %s", request.path[:200], exc or type(exc).__name__)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
+from markupsafe import Markup
 
 from fleet.inventory.select import host_matches
-from fleet.web.html import render, render_streamed
+from fleet.web.html import ROOT, TEMPLATES, render, render_streamed
 from fleet.web.rows import SORT_KEYS, HostRows, blank_gpu, sort_rows
 from fleet.web.site import WEB
 
@@ -54,12 +56,20 @@ async def overview(request: web.Request) -> web.StreamResponse:
     sort = request.query.get("sort", "name")
     if sort not in SORT_KEYS:
         raise _bad_request(f"unknown sort {sort[:40]!r}: one of {', '.join(SORT_KEYS)}")
-    version, rows = request.app[WEB].live.current()
+    context = request.app[WEB]
+    version, rows = context.live.current()
     shown = [row for row in rows.values()
              if host_matches(pattern or None, row.name, row.groups, row.labels)]
+    macros: Any = request.app[TEMPLATES].get_template("_host_row.html").module
+    context.host_blocks.keep_only(rows)
+
+    def host_html(row: HostRows) -> Markup:
+        return context.host_blocks.html(row, lambda fresh: macros.host_block(fresh, ROOT))
+
     return await render_streamed(request, "overview.html", page="overview", version=version,
                                  rows=sort_rows(shown, sort), total=len(rows), pattern=pattern,
-                                 sort=sort, sort_keys=SORT_KEYS, blank_gpu=blank_gpu())
+                                 sort=sort, sort_keys=SORT_KEYS, blank_gpu=blank_gpu(),
+                                 host_html=host_html)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from fleet.server.identity import Identities
 from fleet.snapshot import FleetSnapshot
 from fleet.web.auth import token_middleware, web_bind
 from fleet.web.errors import Middleware, html_errors, security_headers
+from fleet.web.fragments import HostBlocks
 from fleet.web.html import ROOT as PREFIX
 from fleet.web.live import LiveRows
 
@@ -46,12 +47,14 @@ class WebContext:
 
     `identities` names the caller where the pages are served on the Unix socket (`fleet web`),
     so a task's log is shown only to whom the API would show it; on `--web`'s port there is no
-    caller to name, and the token is the permission.
+    caller to name, and the token is the permission. `host_blocks` is the overview's rendered
+    hosts, shared by both mounts.
     """
 
     fleet: Fleet
     live: LiveRows
     identities: Identities | None = None
+    host_blocks: HostBlocks = field(default_factory=HostBlocks)
 
 
 WEB = web.AppKey("web", WebContext)

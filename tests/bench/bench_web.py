@@ -159,13 +159,15 @@ def _browser() -> Any:
     return driver
 
 
-# Milliseconds from navigation start: first byte, last byte, DOM parsed, load event, paint.
+# Milliseconds from navigation start: first byte, last byte, DOM parsed, load event, paint;
+# the body's bytes as sent (gzip'ed where the server compressed it).
 FIRST_RENDER_JS = """
 const nav = performance.getEntriesByType('navigation')[0];
 const paint = performance.getEntriesByName('first-contentful-paint')[0];
 return {load: nav.loadEventEnd, dom: nav.domContentLoadedEventEnd,
         first_byte: nav.responseStart, last_byte: nav.responseEnd,
         parsed: nav.domInteractive, paint: paint ? paint.startTime : null,
+        wire: nav.encodedBodySize,
         rows: document.querySelectorAll('tbody[data-host]').length,
         gpus: document.querySelectorAll('tr[data-gpu]').length};
 """
@@ -263,6 +265,7 @@ def measure(hosts: int, seconds: float, changed: float) -> dict[str, Any]:
             time.monotonic() - wall0)
         page_bytes = (scratch / "floor" / floor_path.lstrip("/")).stat().st_size
         return {**renders, "rows": timing["rows"], "gpu_rows": timing["gpus"],
+                "wire_bytes": timing["wire"],
                 "live_cpu_pct": live_cpu, "polled_cpu_pct": polled_cpu,
                 "update_bytes": update_bytes, "page_bytes": page_bytes, "version": version}
     finally:
@@ -298,7 +301,8 @@ def web(results: Results, quick: bool) -> None:
     busy = f"load average {busy_before:.1f} before, {os.getloadavg()[0]:.1f} after, on " \
            f"{os.cpu_count()} cores"
     note = (f"{measured[0]['rows']:.0f} host rows, {measured[0]['gpu_rows']:.0f} GPU rows; "
-            f"page {measured[0]['page_bytes'] / 1e6:.2f} MB, an update "
+            f"page {measured[0]['page_bytes'] / 1e6:.2f} MB "
+            f"({measured[0]['wire_bytes'] / 1e3:.0f} kB as sent), an update "
             f"{measured[0]['update_bytes'] / 1e3:.0f} kB (only changed cells)")
 
     def samples(key: str) -> list[float]:

@@ -4,6 +4,7 @@ run's token; streams pass as they are written; no server is exit 9."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -45,6 +46,7 @@ async def upstream(socket_dir: Path) -> AsyncIterator[tuple[Path, asyncio.Event]
     app.router.add_get("/web/", _overview)
     app.router.add_get("/web/static/fleet.css", _text("css"))
     app.router.add_get("/web/live", _stream)
+    app.router.add_get("/web/packed", _packed)
     app.router.add_get("/v1/status", _text("the API"))
     runner = web.AppRunner(app)
     await runner.setup()
@@ -66,6 +68,14 @@ def _text(text: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 async def _overview(request: web.Request) -> web.Response:
     return web.Response(text=f"overview {request.query.get('sort', '')}")
+
+
+async def _packed(request: web.Request) -> web.Response:
+    """A page gzip'ed when the request accepts it, as the web view's overview is."""
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        return web.Response(body=gzip.compress(b"packed page"),
+                            headers={"Content-Encoding": "gzip"})
+    return web.Response(text="packed page")
 
 
 def _token(site: Forwarder) -> str:
@@ -108,6 +118,23 @@ async def test_token_link_then_cookie_and_streams_pass_as_written(
             second.set()
             assert await asyncio.wait_for(stream.content.readuntil(b"\n\n"), 5) == \
                 b"event: rows\ndata: 2\n\n"
+
+
+async def test_encoded_pages_pass_encoded_and_none_is_asked_for_unless_the_browser_does(
+        upstream: tuple[Path, asyncio.Event]) -> None:
+    socket_path, _second = upstream
+    async with forward(socket_path, 0, "test") as site, \
+            aiohttp.ClientSession(auto_decompress=False) as client:
+        base = site.url.split("/web/", 1)[0]
+        auth = {"Authorization": f"Bearer {_token(site)}"}
+        async with client.get(f"{base}/web/packed",
+                              headers={**auth, "Accept-Encoding": "gzip, br"}) as packed:
+            assert packed.headers["Content-Encoding"] == "gzip"
+            assert gzip.decompress(await packed.read()) == b"packed page"
+        async with client.get(f"{base}/web/packed", skip_auto_headers=["Accept-Encoding"],
+                              headers=auth) as plain:
+            assert "Content-Encoding" not in plain.headers
+            assert await plain.read() == b"packed page"
 
 
 async def test_no_server_on_the_socket_is_server_unavailable(socket_dir: Path) -> None:

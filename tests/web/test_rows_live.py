@@ -211,3 +211,53 @@ async def test_hostile_host_and_gpu_text_is_escaped_in_the_page_and_its_links() 
     assert "<b onmouseover" not in page and "<script>alert" not in page
     assert ">&lt;b onmouseover=&#34;x&#34;&gt;h&lt;/b&gt;&amp;?[31m</a>" in page  # ESC as "?"
     assert 'href="/web/hosts/%3Cb%20onmouseover%3D%22x%22%3Eh%3C/b%3E%26%1B%5B31m"' in page
+
+
+async def test_overview_is_gzipped_for_a_browser_that_accepts_it_and_plain_otherwise() -> None:
+    import gzip
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fleet.web.site import WebContext, web_app
+
+    live = LiveRows()
+    live.update(fleet())
+    app = web.Application()
+    app.add_subapp("/web/", web_app(WebContext(None, live)))  # type: ignore[arg-type]
+    async with TestClient(TestServer(app, host="127.0.0.1"), auto_decompress=False) as client:
+        packed = await client.get("/web/", headers={"Accept-Encoding": "gzip, deflate, br"})
+        plain = await client.get("/web/", headers={"Accept-Encoding": "identity"})
+        refused = await client.get("/web/", headers={"Accept-Encoding": "gzip;q=0"})
+        assert packed.headers["Content-Encoding"] == "gzip"
+        assert packed.headers["Vary"] == "Accept-Encoding"
+        page = gzip.decompress(await packed.read()).decode()
+        assert 'data-host="atlas"' in page and 'data-host="bolt"' in page
+        assert page.rstrip().endswith("</html>")
+        for reply in (plain, refused):
+            assert "Content-Encoding" not in reply.headers
+            assert (await reply.read()).decode() == page  # the same page, as it is
+
+
+
+async def test_a_page_load_shows_each_host_as_it_is_now_with_unchanged_hosts_reused() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fleet.web.site import WebContext, web_app
+
+    live = LiveRows()
+    live.broadcaster.subscribe(on_drop=lambda: None)  # watched: updates patch the rows
+    live.update(fleet(util=10.0, last_seen=time.time() - 1))
+    context = WebContext(None, live)  # type: ignore[arg-type]
+    app = web.Application()
+    app.add_subapp("/web/", web_app(context))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        first = await (await client.get("/web/")).text()
+        bolt_block = context.host_blocks.kept["bolt"][1]
+        busier = fleet(util=70.0, last_seen=time.time() - 1)
+        live.update(replace(busier, changed=frozenset({"atlas"})))
+        second = await (await client.get("/web/")).text()
+    assert '<span data-c="util">50 %</span>' in first  # atlas: (10 + 90 + 50) / 3 GPUs
+    assert '<span data-c="util">70 %</span>' in second  # (70 + 90 + 50) / 3
+    assert '<span data-c="util">50 %</span>' not in second
+    assert context.host_blocks.kept["bolt"][1] is bolt_block  # bolt did not change
+    assert second.count("<tbody data-host=") == 2
