@@ -196,6 +196,7 @@ class Task(Base):
     __table_args__ = (
         Index("ix_tasks_state", "state"),
         Index("ix_tasks_submitted_at", "submitted_at"),
+        Index("ix_tasks_group_id", "group_id"),
         CheckConstraint(_one_of("state", TASK_STATES), name="state"),
     )
 
@@ -221,6 +222,11 @@ class Task(Base):
     checked_at: Mapped[int | None] = mapped_column(BigInteger)
     # The task was stopped for running past its --timeout (state is then `failed`).
     timed_out: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # A member of a gang or an array: the group's id (its first member's task id), "gang" or
+    # "array", and the member's rank or array index; all NULL for a lone task.
+    group_id: Mapped[int | None] = mapped_column(Integer)
+    group_kind: Mapped[str | None] = mapped_column(String(8))
+    group_index: Mapped[int | None] = mapped_column(Integer)
 
 
 class Allocation(Base):

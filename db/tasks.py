@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -18,6 +18,9 @@ from sqlalchemy.orm import Session
 from db.allocations import release_allocations
 from db.models import Allocation, Gpu, Host, Task
 from db.types import TASK_STATES, TaskState
+
+GroupKind = Literal["gang", "array"]
+GROUP_KINDS: tuple[GroupKind, ...] = ("gang", "array")
 
 ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("queued", "placing", "starting", "running")
 FINAL_TASK_STATES: tuple[TaskState, ...] = ("succeeded", "failed", "cancelled", "lost")
@@ -67,6 +70,9 @@ class TaskRow:
     peak_memory_bytes: int | None
     gpus: tuple[TaskGpu, ...] = ()
     timed_out: bool = False  # stopped for running past its --timeout
+    group_id: int | None = None  # a gang's or array's id (its first member's task id)
+    group_kind: str | None = None  # "gang" | "array"
+    group_index: int | None = None  # the node's rank, or the array index
 
     @property
     def is_final(self) -> bool:
@@ -86,15 +92,22 @@ def create_task(
     constraints: Mapping[str, Any] | None = None,
     priority: int = 0,
     state: TaskState = "queued",
+    group_kind: GroupKind | None = None,
+    group_index: int | None = None,
+    group_id: int | None = None,
 ) -> int:
     """Store a new task and return its id.
 
     `constraints` is any JSON-serialisable mapping (the placement request and run options).
-    Raises ValueError for an unknown state or a negative GPU count.
+    A member of a gang or array names its `group_kind` and `group_index`; the group's first
+    member leaves `group_id` None and becomes the group (its own id), the others pass it.
+    Raises ValueError for an unknown state or group kind, or a negative GPU count.
     """
     _check_state(state)
     if gpus_requested < 0:
         raise ValueError(f"a task cannot request {gpus_requested} GPUs")
+    if group_kind is not None and group_kind not in GROUP_KINDS:
+        raise ValueError(f"unknown task group kind {group_kind!r}; expected one of {GROUP_KINDS}")
     task = Task(
         name=name,
         script=script,
@@ -107,10 +120,28 @@ def create_task(
         priority=priority,
         owner=owner,
         submitted_at=now,
+        group_kind=group_kind,
+        group_index=group_index,
+        group_id=group_id,
     )
     session.add(task)
     session.flush()
+    if group_kind is not None and group_id is None:
+        task.group_id = task.id
+        session.flush()
     return task.id
+
+
+def set_group_checked(session: Session, group_id: int, checked_at: int) -> None:
+    """Set checked_at of every queued member of a group (0: no waiter has it yet)."""
+    session.execute(update(Task).where(Task.group_id == group_id, Task.state == "queued")
+                    .values(checked_at=checked_at))
+
+
+def group_members(session: Session, group_id: int) -> list[TaskRow]:
+    """The members of a gang or array, by rank or index (empty when there is no such group)."""
+    return _rows(session, select(Task, Host.name).outerjoin(Host, Host.id == Task.host_id)
+                 .where(Task.group_id == group_id).order_by(Task.group_index, Task.id))
 
 
 def update_task(
@@ -301,6 +332,9 @@ def _task_row(task: Task, host_name: str | None, gpus: tuple[TaskGpu, ...]) -> T
         peak_memory_bytes=task.peak_memory_bytes,
         gpus=gpus,
         timed_out=bool(task.timed_out),
+        group_id=task.group_id,
+        group_kind=task.group_kind,
+        group_index=task.group_index,
     )
 
 

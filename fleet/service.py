@@ -94,6 +94,8 @@ class Fleet:
         # tasks
         self.submit = self.dispatch_service.submit
         self.dispatch = self.dispatch_service.dispatch
+        self.dispatch_array = self.dispatch_service.dispatch_array
+        self.members = self.dispatch_service.members
         self.resume_queued = self.dispatch_service.resume_queued
         self.follow = self.dispatch_service.follow
         self.cancel = self.dispatch_service.cancel

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.group_options import group_options, with_group
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
 from fleet.cli.runner import open_service, run_async
 from fleet.cli.signals import stop_on_signals
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @placement_options
+@group_options
 @click.option("--with", "extras", multiple=True, metavar="FILE|DIR",
               type=click.Path(path_type=Path, exists=True),
               help="Also upload this file or directory into the task directory; repeatable.")
@@ -76,6 +78,8 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
       fleet dispatch --detach --timeout 2h --env WANDB_MODE=offline sweep.sh 17
       fleet dispatch --wait --queue-timeout 1h --gpus 4 --label rack=b2 big.py
       fleet dispatch --dry-run --explain --gpus 8 big.py
+      fleet dispatch --nodes 2 --gpus-per-node 8 --same rack torchrun.sh
+      fleet dispatch --array 0-99%8 --array-values grid.txt sweep.py --lr {lr}
     """
     from fleet.cli.placement_options import request_from_options
     from fleet.dispatch.request import DispatchRequest
@@ -92,15 +96,35 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
         queue_timeout_s=parse_duration(queue_timeout, what="--queue-timeout"), notify=notify,
         override_limits=override_limits,
     )
+    request = with_group(request, placement)  # --nodes, --gpus-per-node, --same, --hostfile
     request.validate()
     lost_after_s = parse_duration(lost_after, what="--lost-after")
+    array = None
+    if placement.get("array") is not None:
+        from fleet.cli.array_run import plan_array
+
+        array = plan_array(request, placement, detach=detach)
+    elif placement.get("array_values") is not None:
+        from fleet.errors import ConfigError
+
+        raise ConfigError("--array-values needs --array")
+    if request.is_gang:
+        from fleet.dispatch.gang import check_gang_request
+
+        check_gang_request(request)
 
     async def run() -> int:
         async with open_service(options) as service:
             if dry_run:
-                return await _dry_run(service, request, explain, options.as_json)
+                first = array.members[0].request if array is not None else request
+                return await _dry_run(service, first, explain, options.as_json)
             if not service.remote:  # a server reconciles on its own, every 30 s
                 await service.reconcile_tasks(lost_after_s=lost_after_s)
+            if array is not None:
+                from fleet.cli.array_run import run_array_cli
+
+                return await run_array_cli(service, array, as_json=options.as_json,
+                                           lost_after_s=lost_after_s)
             return await _run(service, request, detach=detach, explain=explain,
                               as_json=options.as_json, lost_after_s=lost_after_s)
 
@@ -132,9 +156,12 @@ async def _dry_run(service: Service, request: DispatchRequest, explain: bool,
 def _started_message(started: StartedTask) -> None:
     if started.explanation is not None:
         click.echo(started.explanation, err=True)
-    indices = ",".join(str(i) for i in started.gpu_indices) or "?"
-    say(f"task {started.task_id} started on {started.host.name} GPU {indices} "
-        f"({','.join(started.gpu_uuids)})")
+    if started.nodes:
+        say(f"gang {started.task_id} started on {len(started.nodes)} nodes:")
+    for rank, node in enumerate(started.nodes or (started,)):
+        indices = ",".join(str(i) for i in node.gpu_indices) or "?"
+        what = f"  node {rank} (task {node.task_id})" if started.nodes else f"task {node.task_id}"
+        say(f"{what} started on {node.host.name} GPU {indices} ({','.join(node.gpu_uuids)})")
 
 
 async def _run(service: Service, request: DispatchRequest, *, detach: bool, explain: bool,
@@ -147,7 +174,10 @@ async def _run(service: Service, request: DispatchRequest, *, detach: bool, expl
             _started_message(started)
             if as_json:
                 echo_json({"task_id": started.task_id, "host": started.host.name,
-                           "gpu_uuids": list(started.gpu_uuids), "remote_dir": started.task_dir})
+                           "gpu_uuids": list(started.gpu_uuids), "remote_dir": started.task_dir,
+                           "nodes": [{"task_id": node.task_id, "host": node.host.name,
+                                      "gpu_uuids": list(node.gpu_uuids)}
+                                     for node in started.nodes]})
             else:
                 click.echo(started.task_id)
             return 0
@@ -174,5 +204,5 @@ async def _run(service: Service, request: DispatchRequest, *, detach: bool, expl
         echo_json(task_to_json(row))
     else:
         detail = f" ({ending.error})" if ending.error and ending.state != "succeeded" else ""
-        say(f"task {started.task_id} {ending.state}{detail}")
+        say(f"{'gang' if started.nodes else 'task'} {started.task_id} {ending.state}{detail}")
     return exit_code_of(ending.state, ending.exit_code, ending.error, timed_out=ending.timed_out)

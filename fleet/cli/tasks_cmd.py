@@ -28,44 +28,61 @@ LOST_AFTER_OPTION = click.option(
               help="Only tasks in this state; repeatable.")
 @click.option("--all", "show_all", is_flag=True,
               help=f"Every task [default: active ones and the last {DEFAULT_RECENT}].")
+@click.option("--expand", is_flag=True,
+              help="List every node of a gang and member of an array [default: one line each].")
 @LOST_AFTER_OPTION
 @json_option
 @click.pass_context
-def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, lost_after: str) -> None:
+def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, expand: bool,
+          lost_after: str) -> None:
     """List dispatched tasks (like sacct): host, GPUs, state, exit code, times.
 
     Running tasks are first checked against their hosts, so tasks that ended while no fleet
     process was watching show their real exit code (through `fleet serve`, the server does
-    that on its own: it follows the tasks it starts and checks the others every 30 s).
+    that on its own: it follows the tasks it starts and checks the others every 30 s). A gang
+    or an array is one line (its id is its first task's; GPU-seconds summed; an array's counts
+    per state) unless --expand.
 
     \b
     Examples:
       fleet tasks
       fleet tasks --state running --state queued
+      fleet tasks --all --expand
       fleet tasks --all --json | jq '.tasks[] | select(.state=="failed")'
     """
+    from fleet.render.task_groups import fold_rows, group_json
     from fleet.render.tasks import render_tasks, task_to_json
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
     lost_after_s = parse_duration(lost_after, what="--lost-after")
 
-    async def run() -> list[TaskRow]:
+    async def run() -> tuple[list[TaskRow], dict[int, list[TaskRow]]]:
         async with open_service(options) as service:
             if not service.remote:  # a server follows its tasks and reconciles every 30 s
                 await service.reconcile_tasks(lost_after_s=lost_after_s)
             if states or show_all:
-                return await service.tasks(states=states or None)
-            recent = await service.tasks(limit=DEFAULT_RECENT)
-            active = await service.tasks(states=("queued", "placing", "starting", "running"))
-            merged = {row.id: row for row in [*active, *recent]}
-            return [merged[key] for key in sorted(merged)]
+                rows = await service.tasks(states=states or None)
+            else:
+                recent = await service.tasks(limit=DEFAULT_RECENT)
+                active = await service.tasks(states=("queued", "placing", "starting",
+                                                     "running"))
+                merged = {row.id: row for row in [*active, *recent]}
+                rows = [merged[key] for key in sorted(merged)]
+            groups = {} if expand else {
+                group_id: await service.members(group_id)
+                for group_id in dict.fromkeys(row.group_id for row in rows if row.group_id)}
+            return rows, groups
 
-    rows = run_async(run)
+    rows, groups = run_async(run)
+    shown = fold_rows(rows, groups)
     if options.as_json:
-        echo_json({"tasks": [task_to_json(row) for row in rows]})
+        echo_json({"tasks": [
+            {**task_to_json(row), **({"group": group_json(groups[row.group_id])}
+                                     if row.group_id in groups else {})}
+            for row in shown]})
     else:
-        click.echo(render_tasks(rows) if rows else "no tasks")
+        click.echo(render_tasks(shown) if shown else "no tasks")
 
 
 @click.command()

@@ -131,6 +131,11 @@ class RemoteFleet:
             "states": list(states or ()), "limit": limit, "since": since})
         return tasks.tasks_from_wire(reply)
 
+    async def members(self, group_id: int) -> list[TaskRow]:
+        """A gang's or array's tasks, by rank or index (as `Fleet.members`)."""
+        reply = await self.transport.get("tasks", tasks.TaskList, {"group": group_id})
+        return tasks.tasks_from_wire(reply)
+
     async def task(self, task_id: int) -> TaskRow:
         """One task; ConfigError (exit 2) if there is none."""
         return tasks.task_from_wire(await self.transport.get(f"tasks/{task_id}", tasks.TaskWire))

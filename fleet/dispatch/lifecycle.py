@@ -30,6 +30,7 @@ from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
+    from db.tasks import GroupKind
     from fleet.context import FleetContext
     from fleet.placement.claim import Claim
     from fleet.services.placement import PlacementService
@@ -68,7 +69,11 @@ def host_spec(context: FleetContext, name: str) -> HostSpec:
     return spec
 
 
-async def create_record(context: FleetContext, request: DispatchRequest, owner: str) -> int:
+async def create_record(context: FleetContext, request: DispatchRequest, owner: str, *,
+                        group_kind: GroupKind | None = None, group_index: int | None = None,
+                        group_id: int | None = None) -> int:
+    """The task's row (queued with request.wait, else placing); a gang's or array's first
+    member (group_kind given, no group_id) becomes the group."""
     from db.tasks import create_task
 
     def create() -> int:
@@ -78,12 +83,13 @@ async def create_record(context: FleetContext, request: DispatchRequest, owner: 
                 script=request.shown_script or str(request.script),
                 args=request.args, gpus_requested=request.placement.gpus, owner=owner,
                 now=now_s(), constraints=request.stored_constraints(),
-                priority=request.priority, state="queued" if request.wait else "placing")
+                priority=request.priority, state="queued" if request.wait else "placing",
+                group_kind=group_kind, group_index=group_index, group_id=group_id)
 
     return await asyncio.to_thread(create)
 
 
-async def _record_override(context: FleetContext, task_id: int, owner: str) -> None:
+async def record_override(context: FleetContext, task_id: int, owner: str) -> None:
     """The `limits_overridden` event: who lifted the limits, for which task."""
     from db.events import add_event
 
@@ -93,7 +99,7 @@ async def _record_override(context: FleetContext, task_id: int, owner: str) -> N
         task_id=task_id, data={"owner": owner}))
 
 
-async def _check_queue_limit(context: FleetContext, placement: PlacementService,
+async def check_queue_limit(context: FleetContext, placement: PlacementService,
                              owner: str) -> None:
     """LimitReached (exit 7, nothing recorded) when `owner` has their most queued tasks."""
     from db.task_runs import queued_count
@@ -120,17 +126,17 @@ async def claim_for(context: FleetContext, placement: PlacementService,
             request.placement, owner=owner, task_id=task_id,
             limits=None if request.override_limits else placement.user_limits(owner))
     except NoPlacement as exc:
-        await _end(context, task_id, "failed", f"no placement: {exc}")
+        await end_task(context, task_id, "failed", f"no placement: {exc}")
         raise
     except asyncio.CancelledError as exc:
         if not (request.wait and exc.args == (KEEP_QUEUED,) and await _still_queued(
                 context, task_id)):
-            await _end(context, task_id, "cancelled", f"not started: {exc}" if str(exc)
+            await end_task(context, task_id, "cancelled", f"not started: {exc}" if str(exc)
                        else "cancelled")
         raise
     except BaseException as exc:
         state = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
-        await _end(context, task_id, state, f"not started: {exc}" if str(exc) else state)
+        await end_task(context, task_id, state, f"not started: {exc}" if str(exc) else state)
         raise
 
 
@@ -146,7 +152,8 @@ async def resume(context: FleetContext, placement: PlacementService, request: Di
     return await start_claimed(context, request, task_id, claim)
 
 
-async def _end(context: FleetContext, task_id: int, state: str, error: str) -> None:
+async def end_task(context: FleetContext, task_id: int, state: str, error: str) -> None:
+    """End a task that never ran (its GPUs released), shielded from cancellation."""
     ending = Ending(state, None, error, now_s(), None)  # type: ignore[arg-type]
     await asyncio.shield(asyncio.to_thread(records.finish, context.database, task_id, ending))
 
@@ -174,7 +181,7 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
                                 started_at=started_at)
         await asyncio.to_thread(records.checked, database, task_id)
     except BaseException as exc:
-        await _abort_start(context, task_id, host, task_dir if launched else None, exc)
+        await abort_start(context, task_id, host, task_dir if launched else None, exc)
         raise
     started = StartedTask(task_id=task_id, host=spec, task_dir=task_dir, pgid=pgid,
                           gpu_uuids=uuids, started_at=started_at,
@@ -183,7 +190,7 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
     return started, host
 
 
-async def _abort_start(context: FleetContext, task_id: int, host: TaskHost | None,
+async def abort_start(context: FleetContext, task_id: int, host: TaskHost | None,
                        launched_dir: str | None, exc: BaseException) -> None:
     """End a task whose start failed or was interrupted; stop it on the host if it began."""
     cancelled = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
@@ -193,7 +200,7 @@ async def _abort_start(context: FleetContext, task_id: int, host: TaskHost | Non
             await asyncio.shield(cancel_remote(host, launched_dir, 1.0))
     if host is not None:
         host.close(broken=isinstance(exc, HostError))
-    await _end(context, task_id, "cancelled" if cancelled else "failed",
+    await end_task(context, task_id, "cancelled" if cancelled else "failed",
                "cancelled while starting" if cancelled else f"could not start: {exc}")
 
 
@@ -213,10 +220,10 @@ async def submit(context: FleetContext, placement: PlacementService, request: Di
     resolve_policy(request.placement.policy)
     owner = request.owner or current_owner()
     if request.wait and not request.override_limits:
-        await _check_queue_limit(context, placement, owner)
+        await check_queue_limit(context, placement, owner)
     task_id = await create_record(context, request, owner)
     if request.override_limits:
-        await _record_override(context, task_id, owner)
+        await record_override(context, task_id, owner)
     if on_recorded is not None:
         on_recorded(task_id)
     claim = await claim_for(context, placement, request, task_id, owner, on_wait)

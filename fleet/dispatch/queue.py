@@ -3,8 +3,12 @@
 Queued tasks are ordered by priority (high first), then fair share (the owner with the fewest
 recent GPU-hours first, fleet.dispatch.fair_share), then submission time, then id. Each waiting
 dispatcher polls with a bounded, growing interval. It may claim only when its placement fits and
-no task ahead of it in the queue would be placed on any of the same GPUs right now (so later
-small tasks may backfill GPUs the head of the queue cannot use, never take the ones it can).
+no task ahead of it in the queue would be placed on any of the same GPUs right now. A task ahead
+that fits nowhere now still protects its *shadow*: the free GPUs of the placement it would get
+if every GPU that tasks hold were free. So later small tasks may backfill GPUs the tasks ahead
+cannot use, never take the ones they wait for, and a large task or gang is not starved by a
+stream of small ones (the GPUs it waits for stay free as they free up, until it fits).
+A gang (request.nodes > 1) waits the same way and claims all its nodes in one transaction.
 The claim itself is a compare-and-set `queued → placing` plus the allocation insert, which the
 database's unique index guards. A waiter refreshes its task's `checked_at` each poll; queued
 tasks whose waiter stopped refreshing are ignored by the others and cancelled by the reconciler.
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
     from fleet.context import FleetContext
     from fleet.placement.candidates import CandidateSet
     from fleet.placement.claim import Claim
+    from fleet.placement.limits import UserLimits
+    from fleet.placement.place import PlacementResult
     from fleet.placement.request import PlacementRequest
     from fleet.services.placement import PlacementService
     from fleet.snapshot import AllocationInfo
@@ -68,9 +74,10 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
     now = context.now()
     with context.database.session() as session:
         mark_checked(session, task_id, int(now))
+        # An array member whose driver does not wait for it yet has checked_at 0: no place.
         queued = [task for task in queued_tasks(session)
-                  if task.id == task_id or now - (task.checked_at or task.submitted_at)
-                  <= WAITER_STALE_S]
+                  if task.id == task_id or now - (task.submitted_at if task.checked_at is None
+                                                  else task.checked_at) <= WAITER_STALE_S]
         usage = None
         if settings.fair_share:
             half_life = settings.fair_share_half_life
@@ -89,7 +96,8 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
             wanted = PlacementRequest.from_dict(dict(row.constraints["placement"]))
         except (KeyError, TypeError, ValueError, ConfigError):
             continue  # a row fleet did not write this way cannot hold the queue
-        if held_back is None or not held_back(row.owner, held.get(row.owner, 0), wanted.gpus):
+        if held_back is None or not held_back(row.owner, held.get(row.owner, 0),
+                                              wanted.total_gpus):
             requests.append(wanted)
     return QueuePlace(requests, _why(order, position, usage), held)
 
@@ -104,18 +112,53 @@ def _why(order: list[QueuedTask], position: int, usage: dict[str, float] | None)
     return f"{where}; fair share (recent GPU-h): {shares}"
 
 
-def blocked_by_ahead(mine: tuple[str, tuple[int, ...]], ahead: list[PlacementRequest],
+def blocked_by_ahead(mine: Sequence[tuple[str, tuple[int, ...]]], ahead: list[PlacementRequest],
                      candidates: CandidateSet, allocations: dict[tuple[str, int], AllocationInfo],
                      now: float) -> bool:
-    """Whether a task ahead would be placed on any GPU of `mine` (host, indices) right now."""
+    """Whether a task ahead would be placed on any GPU of `mine` ((host, indices) per node)
+    right now, or, when it fits nowhere now, whether its shadow holds one of them."""
     from fleet.placement.place import place
 
-    host, indices = mine
+    wanted = {(host, index) for host, indices in mine for index in indices}
     for request in ahead:
         theirs = place(request, candidates, allocations, now)
-        if theirs.host == host and set(theirs.gpu_indices) & set(indices):
+        if not theirs.placed:
+            theirs = shadow_placement(request, candidates, allocations, now)
+        if any((node.host, index) in wanted for node in theirs.nodes
+               for index in node.gpu_indices):
             return True
     return False
+
+
+def shadow_placement(request: PlacementRequest, candidates: CandidateSet,
+                     allocations: dict[tuple[str, int], AllocationInfo], now: float
+                     ) -> PlacementResult:
+    """Where `request` would be placed if every GPU a task holds were free and idle (GPUs
+    under reservations, drained, unhealthy or filtered out stay as they are)."""
+    from dataclasses import replace
+
+    from fleet.placement.place import place
+
+    def held_by_task(info: AllocationInfo | None) -> bool:
+        return info is not None and info.kind == "task"
+
+    gpus = tuple(
+        replace(gpu, allocation=None, utilization_pct=0.0, memory_used_bytes=0,
+                process_count=0)
+        if held_by_task(allocations.get(gpu.key, gpu.allocation)) else gpu
+        for gpu in candidates.gpus)
+    others = {key: info for key, info in allocations.items() if not held_by_task(info)}
+    return place(request, replace(candidates, gpus=gpus), others, now)
+
+
+def node_gpus(result: PlacementResult) -> list[tuple[str, tuple[int, ...]]]:
+    """(host, GPU indices) of every node of a placement."""
+    return [(node.host, node.gpu_indices) for node in result.nodes]
+
+
+# Claims a placement's GPUs under the owner's limits: a Claim per node, or None when a race
+# (or the owner's limit) was lost and the task waits on.
+NodeClaimer = Callable[["PlacementResult", "UserLimits"], Awaitable["list[Claim] | None"]]
 
 
 async def wait_and_claim(
@@ -133,8 +176,35 @@ async def wait_and_claim(
 
     While its owner's `limits.max_gpus_per_user` holds it back, it waits and says so.
     """
-    from fleet.monitor.config import load_settings
     from fleet.placement.claim import claim
+
+    async def claim_one(result: PlacementResult, limits: UserLimits) -> list[Claim] | None:
+        assert result.host is not None
+        taken = await _try_claim(context, partial(claim, limits=limits), result.host,
+                                 result.gpu_indices, task_id, owner)
+        return None if taken is None else [taken]
+
+    claims = await wait_and_claim_nodes(context, placement, request, task_id, owner,
+                                        claim_one, timeout_s=timeout_s, on_wait=on_wait,
+                                        override_limits=override_limits)
+    return claims[0]
+
+
+async def wait_and_claim_nodes(
+    context: FleetContext,
+    placement: PlacementService,
+    request: PlacementRequest,
+    task_id: int,
+    owner: str,
+    claim_nodes: NodeClaimer,
+    *,
+    timeout_s: float,
+    on_wait: Callable[[str], None] | None = None,
+    override_limits: bool = False,
+) -> list[Claim]:
+    """Wait as `wait_and_claim` does, then claim the placement with `claim_nodes` (a gang's
+    nodes all at once); returns its claims in rank order."""
+    from fleet.monitor.config import load_settings
     from fleet.placement.limits import (
         LimitSettings,
         limit_settings,
@@ -169,11 +239,10 @@ async def wait_and_claim(
         ahead = standing.ahead
         now = time.time()
         result = place(request, candidates, allocations, now)
-        over = over_gpu_limit(mine, standing.held.get(owner, 0), request.gpus)
+        over = over_gpu_limit(mine, standing.held.get(owner, 0), request.total_gpus)
         if over is None and result.host is not None and not blocked_by_ahead(
-                (result.host, result.gpu_indices), ahead, candidates, allocations, now):
-            taken = await _try_claim(context, partial(claim, limits=mine), result.host,
-                                     result.gpu_indices, task_id, owner)
+                node_gpus(result), ahead, candidates, allocations, now):
+            taken = await claim_nodes(result, mine)
             if taken is not None:
                 return taken
             interval = MIN_POLL_S
@@ -200,13 +269,22 @@ async def _try_claim(context: FleetContext, claim: Callable[..., Claim], host: s
     """queued → placing, then claim; back to queued if another claim won the race (or the
     owner's other claims reached their limit meanwhile)."""
     database = context.database
+    taken = await try_claim_queued(context, task_id, lambda: [claim(
+        database, host, indices, kind="task", owner=owner, task_id=task_id)])
+    return None if taken is None else taken[0]
+
+
+async def try_claim_queued(context: FleetContext, task_id: int,
+                           attempt: Callable[[], list[Claim]]) -> list[Claim] | None:
+    """Move the task queued → placing and run `attempt` (a claim, in a thread); back to
+    queued, returning None, when it lost a race or met the owner's limit."""
+    database = context.database
     moved = await asyncio.to_thread(records.set_fields, database, task_id,
                                     from_states=("queued",), state="placing")
     if not moved:
         raise DispatchError(f"task {task_id} left the queue (cancelled by another process?)")
     try:
-        return await asyncio.to_thread(claim, database, host, indices, kind="task",
-                                       owner=owner, task_id=task_id)
+        return await asyncio.to_thread(attempt)
     except (AllocationConflict, LimitReached):  # a race lost, or the owner's limit reached
         await asyncio.to_thread(records.set_fields, database, task_id,
                                 from_states=("placing",), state="queued")

@@ -75,9 +75,15 @@ async def reconcile(
     report = ReconcileReport()
     now = now_s()
     remote: dict[str, list[_Active]] = {}
+    # Arrays whose driver is alive: some member waits (fresh heartbeat) or runs (checked).
+    live_arrays = {active.row.group_id for active in actives
+                   if active.row.group_kind == "array" and active.beat
+                   and now - active.beat <= WAITER_STALE_S}
     for active in actives:
         row = active.row
         if row.state == "queued":
+            if row.group_kind == "array" and row.group_id in live_arrays:
+                continue  # waits for its turn in the array
             if now - (active.beat or row.submitted_at) > WAITER_STALE_S:
                 await _finish(context, row, Ending("cancelled", None,
                                                    "its waiting dispatcher went away", now, None),

@@ -54,6 +54,12 @@ class DispatchRequest:
     # The paths as the user named them, when the files were staged elsewhere (fleet serve).
     shown_script: str | None = None
     shown_extras: tuple[str, ...] | None = None
+    hostfile: str = "hostfile"  # a gang's hostfile, relative to each node's task directory
+
+    @property
+    def is_gang(self) -> bool:
+        """True when the task runs on more than one node (placement.nodes > 1)."""
+        return self.placement.nodes > 1
 
     def validate(self) -> TaskLaunch:
         """Check the script, files and env before anything is recorded (ConfigError if bad)."""
@@ -78,6 +84,9 @@ class DispatchRequest:
             "grace_s": self.grace_s,
             "wait": self.wait,  # dispatched to wait in the queue (task_started is told then)
             "notify": self.notify,
+            **({"gang": {"nodes": self.placement.nodes, "gpus_per_node": self.placement.gpus,
+                         "same": self.placement.same, "hostfile": self.hostfile}}
+               if self.is_gang else {}),
         }
 
 
@@ -95,3 +104,5 @@ class StartedTask:
     claim: Claim | None = field(default=None, compare=False)
     gpu_indices: tuple[int, ...] = ()  # on the host, as its claim names them
     explanation: str | None = field(default=None, compare=False)  # asked for with explain
+    # A gang's rank 0 carries every node, rank order (itself first); empty for a lone task.
+    nodes: tuple[StartedTask, ...] = field(default=(), compare=False)

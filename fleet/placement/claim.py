@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from db.allocation_details import allocation_details, gpu_ids_by_index
 from db.allocations import claim_gpus, expire_reservations
@@ -15,6 +16,9 @@ from db.types import AllocationKind
 from fleet.errors import AllocationConflict, DispatchError
 from fleet.placement.limits import LimitReached, UserLimits, over_gpu_limit
 from fleet.placement.place import PlacementResult
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 @dataclass(frozen=True)
@@ -109,3 +113,55 @@ def claim(
         created_at=moment,
         expires_at=expires_at,
     )
+
+
+def claim_gang(
+    database: Database,
+    nodes: Sequence[tuple[str, Sequence[int]]],
+    *,
+    owner: str,
+    task_ids: Callable[[Session], Sequence[int]],
+    limits: UserLimits | None = None,
+) -> list[Claim]:
+    """Allocate the GPUs of every node of a gang, all or none, in one transaction.
+
+    `task_ids(session)` gives each rank's task id in the same transaction (it creates the
+    gang's other members there), so a lost race leaves neither allocations nor member rows.
+    The owner's GPU limit counts the whole gang. Errors as for `claim`.
+    """
+    moment = int(time.time())
+    claims: list[Claim] = []
+    host = "?"
+    ids: dict[int, int] = {}
+    try:
+        with database.session() as session:
+            expire_reservations(session, moment)
+            moment = max(moment, int(time.time()))
+            members = list(task_ids(session))
+            if len(members) != len(nodes):
+                raise DispatchError(f"a gang of {len(nodes)} nodes got {len(members)} task ids")
+            for (host, gpu_indices), task_id in zip(nodes, members, strict=True):
+                indices = sorted(set(gpu_indices))
+                ids = gpu_ids_by_index(session, host, indices)
+                unknown = [index for index in indices if index not in ids]
+                if unknown:
+                    raise DispatchError(f"{host} has no GPU {unknown} in the database")
+                gpu_ids = [ids[index] for index in indices]
+                allocation_ids = claim_gpus(session, gpu_ids, kind="task", owner=owner,
+                                            now=moment, task_id=task_id,
+                                            max_held=limits.max_gpus if limits else None)
+                details = {row.gpu_id: row for row in
+                           allocation_details(session, allocation_ids=allocation_ids)}
+                claims.append(Claim(
+                    host=host, gpu_indices=tuple(indices),
+                    gpu_uuids=tuple(details[gpu_id].uuid for gpu_id in gpu_ids),
+                    allocation_ids=tuple(details[gpu_id].id for gpu_id in gpu_ids),
+                    kind="task", owner=owner, task_id=task_id, created_at=moment))
+    except DbAllocationConflict as exc:
+        taken = sorted(index for index, gpu_id in ids.items() if gpu_id in exc.gpu_ids)
+        raise AllocationConflict(f"{host} GPU {taken or '?'} already allocated") from exc
+    except OverLimit as exc:
+        assert limits is not None
+        wanted = sum(len(set(indices)) for _host, indices in nodes)
+        raise LimitReached(over_gpu_limit(limits, exc.held, wanted) or str(exc)) from exc
+    return claims

@@ -1,4 +1,5 @@
-"""Pure placement: filter the candidates, score the eligible GPUs, pick N GPUs on one host."""
+"""Pure placement: filter the candidates, score the eligible GPUs, pick N GPUs on one host
+(or, for a gang, K GPUs on each of N hosts: fleet.placement.gang)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,25 @@ class ScoredGpu:
 
 
 @dataclass(frozen=True)
+class NodePlacement:
+    """One node of a placement: its host and the GPUs chosen there (ascending index)."""
+
+    host: str
+    gpus: tuple[GpuCandidate, ...]
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        """Indices of the chosen GPUs on the host."""
+        return tuple(gpu.index for gpu in self.gpus)
+
+
+@dataclass(frozen=True)
 class PlacementResult:
-    """Where the request fits (host and GPU indices), or that it fits nowhere, and why."""
+    """Where the request fits (host and GPU indices), or that it fits nowhere, and why.
+
+    For a gang (request.nodes > 1), `host` and `gpus` are rank 0's and `gang` holds every
+    node in rank order.
+    """
 
     request: PlacementRequest
     host: str | None
@@ -50,6 +68,14 @@ class PlacementResult:
     exclusions: tuple[Exclusion, ...]
     source: str
     placed_at: float
+    gang: tuple[NodePlacement, ...] = ()
+
+    @property
+    def nodes(self) -> tuple[NodePlacement, ...]:
+        """Every node chosen, in rank order (one for a single-host placement; none if unplaced)."""
+        if self.gang:
+            return self.gang
+        return () if self.host is None else (NodePlacement(self.host, self.gpus),)
 
     @property
     def placed(self) -> bool:
@@ -64,11 +90,16 @@ class PlacementResult:
     def summary(self) -> str:
         """One line: where it was placed, or why nothing fits."""
         if self.host is not None:
-            indices = ",".join(str(index) for index in self.gpu_indices)
-            return f"placed on {self.host} GPU {indices} (policy {self.request.policy})"
+            where = "; ".join(f"{node.host} GPU {','.join(map(str, node.gpu_indices))}"
+                              for node in self.nodes)
+            return f"placed on {where} (policy {self.request.policy})"
         gpus = "GPU" if self.request.gpus == 1 else "GPUs"
-        return (f"no host has {self.request.gpus} free {gpus} matching the request "
-                f"({len(self.exclusions)} exclusions, {len(self.scored)} eligible GPUs)")
+        counts = f"({len(self.exclusions)} exclusions, {len(self.scored)} eligible GPUs)"
+        if self.request.nodes > 1:
+            same = f" sharing one {self.request.same} label value" if self.request.same else ""
+            return (f"no {self.request.nodes} hosts{same} have {self.request.gpus} free {gpus} "
+                    f"each matching the request {counts}")
+        return f"no host has {self.request.gpus} free {gpus} matching the request {counts}"
 
 
 def place(
@@ -117,7 +148,19 @@ def place(
     view = PlacementView(request=request, now=now, hosts=candidates.hosts, gpus=gpus,
                          eligible=tuple(eligible))
     scored = [ScoredGpu(gpu, score_gpu(policy, request.policy, gpu, view)) for gpu in eligible]
-    chosen_host, chosen = _choose(request, scored, exclusions, rng)
+    gang: tuple[NodePlacement, ...] = ()
+    if request.nodes > 1:
+        from fleet.placement.gang import choose_gang
+
+        nodes = choose_gang(request, candidates.hosts, host_options(request, scored, exclusions,
+                                                                    rng), exclusions, rng)
+        chosen = [item for _host, top in nodes for item in top]
+        chosen_host = nodes[0][0] if nodes else None
+        gang = tuple(NodePlacement(host, tuple(sorted((item.gpu for item in top),
+                                                      key=lambda gpu: gpu.index)))
+                     for host, top in nodes)
+    else:
+        chosen_host, chosen = _choose(request, scored, exclusions, rng)
     chosen_keys = {item.gpu.key for item in chosen}
     final_scored = tuple(
         replace(item, chosen=item.gpu.key in chosen_keys)
@@ -126,11 +169,13 @@ def place(
     return PlacementResult(
         request=request,
         host=chosen_host,
-        gpus=tuple(sorted((item.gpu for item in chosen), key=lambda gpu: gpu.index)),
+        gpus=gang[0].gpus if gang else tuple(sorted((item.gpu for item in chosen),
+                                                    key=lambda gpu: gpu.index)),
         scored=final_scored,
         exclusions=tuple(exclusions),
         source=candidates.source,
         placed_at=now,
+        gang=gang,
     )
 
 
@@ -138,7 +183,23 @@ def _choose(
     request: PlacementRequest, scored: list[ScoredGpu], exclusions: list[Exclusion],
     rng: random.Random | None,
 ) -> tuple[str | None, list[ScoredGpu]]:
-    """The host whose best N GPUs have the highest mean score, and those GPUs.
+    """The host whose best N GPUs have the highest mean score, and those GPUs."""
+    options = host_options(request, scored, exclusions, rng)
+    if not options:
+        return None, []
+    best_score = max(option[0] for option in options)
+    if rng is not None:
+        _score, host, top = rng.choice([o for o in options if o[0] >= best_score - TIE_TOLERANCE])
+        return host, top
+    _score, host, top = next(option for option in options if option[0] == best_score)
+    return host, top
+
+
+def host_options(
+    request: PlacementRequest, scored: list[ScoredGpu], exclusions: list[Exclusion],
+    rng: random.Random | None,
+) -> list[tuple[float, str, list[ScoredGpu]]]:
+    """(mean score, host, its best N GPUs) for every host with N eligible GPUs, by host name.
 
     Hosts with fewer than N eligible GPUs get an exclusion saying so.
     """
@@ -152,18 +213,12 @@ def _choose(
             have = len(ranked)
             exclusions.append(Exclusion(host, None, (
                 f"only {have} eligible GPU{'s' if have != 1 else ''} on this host, "
-                f"{request.gpus} needed on one host",)))
+                f"{request.gpus} needed on one host"
+                + (" per node" if request.nodes > 1 else ""),)))
             continue
         top = ranked[: request.gpus]
         if rng is not None:
             cutoff = top[-1].score - TIE_TOLERANCE
             top = rng.sample([item for item in ranked if item.score >= cutoff], request.gpus)
         options.append((sum(item.score for item in top) / len(top), host, top))
-    if not options:
-        return None, []
-    best_score = max(option[0] for option in options)
-    if rng is not None:
-        _score, host, top = rng.choice([o for o in options if o[0] >= best_score - TIE_TOLERANCE])
-        return host, top
-    _score, host, top = next(option for option in options if option[0] == best_score)
-    return host, top
+    return options

@@ -81,13 +81,14 @@ def parse_label(text: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class PlacementRequest:
-    """Constraints and preferences for placing `gpus` GPUs on one host.
+    """Constraints and preferences for placing `gpus` GPUs on each of `nodes` hosts.
 
     hosts: a host pattern (`gpu*,@group,label:k=v,!name`); group: a group name glob;
     labels: (key, value-glob) pairs every chosen host must carry; gpu_model: a glob on the
     GPU's model name (case-insensitive); allow_unmanaged: GPUs in use by processes fleet did
     not start count as free; policy: a built-in name or "module:function"; exclude_hosts:
-    host names never chosen (e.g. hosts that just failed).
+    host names never chosen (e.g. hosts that just failed); nodes: how many hosts (a gang,
+    `gpus` on each); same: a label every node shares one value of (one rack, one switch).
     """
 
     gpus: int = 1
@@ -102,10 +103,16 @@ class PlacementRequest:
     policy: str = DEFAULT_POLICY
     exclude_hosts: frozenset[str] = field(default_factory=frozenset)
     max_sample_age_s: float = DEFAULT_MAX_SAMPLE_AGE_S
+    nodes: int = 1
+    same: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
             raise ConfigError(f"--gpus must be a whole number of at least 1, not {self.gpus!r}")
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise ConfigError(f"--nodes must be a whole number of at least 1, not {self.nodes!r}")
+        if self.same is not None and not self.same.strip():
+            raise ConfigError("--same must name a label")
         if self.max_util is not None and not 0 <= self.max_util <= 100:
             raise ConfigError(f"--max-util must be between 0 and 100, not {self.max_util}")
         if self.max_temp is not None and not -50 <= self.max_temp <= 200:
@@ -132,7 +139,14 @@ class PlacementRequest:
             "policy": self.policy,
             "exclude_hosts": sorted(self.exclude_hosts),
             "max_sample_age_s": self.max_sample_age_s,
+            "nodes": self.nodes,
+            "same": self.same,
         }
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs over all nodes."""
+        return self.gpus * self.nodes
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PlacementRequest:
@@ -153,6 +167,8 @@ class PlacementRequest:
                 policy=str(data.get("policy", DEFAULT_POLICY)),
                 exclude_hosts=frozenset(data.get("exclude_hosts", ())),
                 max_sample_age_s=float(data.get("max_sample_age_s", DEFAULT_MAX_SAMPLE_AGE_S)),
+                nodes=int(data.get("nodes", 1)),
+                same=data.get("same"),
             )
         except (AttributeError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed placement request {data!r}: {exc}") from exc

@@ -53,6 +53,8 @@ def explain_to_json(result: PlacementResult) -> dict[str, Any]:
         "placed": result.placed,
         "host": result.host,
         "gpus": [_gpu_json(gpu) for gpu in result.gpus],
+        "nodes": [{"rank": rank, "host": node.host, "gpus": [_gpu_json(gpu) for gpu in node.gpus]}
+                  for rank, node in enumerate(result.nodes)],
         "policy": result.request.policy,
         "request": result.request.to_dict(),
         "source": result.source,

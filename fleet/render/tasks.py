@@ -31,6 +31,7 @@ def task_to_json(row: TaskRow) -> dict[str, Any]:
         "ended_at": row.ended_at, "duration_s": task_duration(row),
         "gpu_seconds": row.gpu_seconds, "peak_memory_bytes": row.peak_memory_bytes,
         "error": row.error, "remote_dir": row.remote_dir, "remote_pid": row.remote_pid,
+        "group_id": row.group_id, "group_kind": row.group_kind, "group_index": row.group_index,
     }
 
 

@@ -170,6 +170,8 @@ async def list_tasks(request: web.Request) -> web.Response:
     unknown = sorted(set(wanted.states) - set(tasks.TASK_STATES))
     if unknown:
         raise WireError(f"unknown task state {', '.join(unknown)}")
+    if wanted.group is not None:
+        return json_reply(tasks.tasks_to_wire(await request.app[FLEET].members(wanted.group)))
     rows = await request.app[FLEET].tasks(states=wanted.states or None, limit=wanted.limit,
                                           since=wanted.since)
     return json_reply(tasks.tasks_to_wire(rows))

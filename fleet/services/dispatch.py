@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from db.tasks import TaskRow
     from fleet.caller import Caller
     from fleet.context import FleetContext
+    from fleet.dispatch.array import ArrayMember
+    from fleet.dispatch.array_spec import ArraySpec
     from fleet.dispatch.ending import Ending, ReconcileReport
     from fleet.dispatch.fanout_run import HostRunResult, RunCommand, RunProgress
     from fleet.dispatch.request import DispatchRequest, StartedTask
@@ -73,6 +75,15 @@ class DispatchService:
         from fleet.dispatch.lifecycle import submit
 
         request = await self._as_caller(request, caller)
+        if request.is_gang:
+            from fleet.dispatch.gang import submit_gang
+
+            with self._errors("submit the gang"):
+                gang = await submit_gang(self.context, self.placement, request,
+                                         on_wait=on_wait, on_recorded=on_recorded)
+            for node_host in gang.hosts:
+                node_host.close()
+            return _explained(gang.leader) if explain else gang.leader
         with self._errors("submit the task"):
             started, host = await submit(self.context, self.placement, request, on_wait=on_wait,
                                          on_recorded=on_recorded)
@@ -102,6 +113,11 @@ class DispatchService:
         from fleet.dispatch.lifecycle import attend, submit, unless_stopped
 
         request = await self._as_caller(request, caller)
+        if request.is_gang:
+            return await self._dispatch_gang(request, on_output=on_output, on_wait=on_wait,
+                                             on_started=on_started, stop=stop,
+                                             lost_after_s=lost_after_s, on_recorded=on_recorded,
+                                             explain=explain)
         with self._errors("dispatch the task"):
             started, host = await unless_stopped(
                 submit(self.context, self.placement, request, on_wait=on_wait,
@@ -114,6 +130,60 @@ class DispatchService:
                                   grace_s=request.grace_s,
                                   lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
         assert ending is not None  # attend only detaches when asked to
+        return started, ending
+
+    async def dispatch_array(
+        self, request: DispatchRequest, spec: ArraySpec, members: Sequence[ArrayMember], *,
+        on_output: OutputCallback, on_event: Callable[[str], None],
+        on_started: Callable[[int, StartedTask], None] | None = None,
+        on_recorded: Callable[[list[int]], None] | None = None,
+        stop: asyncio.Event | None = None, lost_after_s: float | None = None,
+        caller: Caller | None = None,
+    ) -> tuple[int, list[TaskRow]]:
+        """Record a job array (fleet.dispatch.array.plan_members made `members`) and drive it
+        to its end, at most spec.max_running members at once; (array id, members by index)."""
+        from dataclasses import replace
+
+        from fleet.dispatch.array import run_array, submit_array
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
+
+        request = await self._as_caller(request, caller)
+        if caller is not None:
+            members = [replace(m, request=replace(m.request, owner=caller.user))
+                       for m in members]
+        with self._errors("dispatch the array"):
+            ids = await submit_array(self.context, self.placement, request, spec, members)
+            if on_recorded is not None:
+                on_recorded(ids)
+            rows = await run_array(self.context, self.placement, spec, members, ids,
+                                   on_output=on_output, on_event=on_event,
+                                   on_started=on_started, stop=stop,
+                                   lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+        return ids[0], rows
+
+    async def _dispatch_gang(
+        self, request: DispatchRequest, *, on_output: OutputCallback,
+        on_wait: Callable[[str], None] | None, on_started: Callable[[StartedTask], None] | None,
+        stop: asyncio.Event | None, lost_after_s: float | None,
+        on_recorded: Callable[[int], None] | None, explain: bool,
+    ) -> tuple[StartedTask, Ending]:
+        """`dispatch` for a gang: every node started, followed with prefixed output, and the
+        gang's ending (its first failure's) returned with rank 0 (which carries every node)."""
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
+        from fleet.dispatch.gang import attend_gang, submit_gang
+        from fleet.dispatch.lifecycle import unless_stopped
+
+        with self._errors("dispatch the gang"):
+            gang = await unless_stopped(
+                submit_gang(self.context, self.placement, request, on_wait=on_wait,
+                            on_recorded=on_recorded), stop)
+            started = _explained(gang.leader) if explain else gang.leader
+            if on_started is not None:
+                on_started(started)
+            ending = await attend_gang(self.context, gang, on_output=on_output, stop=stop,
+                                       grace_s=request.grace_s,
+                                       lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+        assert ending is not None  # attend_gang only detaches when asked to
         return started, ending
 
     async def resume_queued(self, request: DispatchRequest, task_id: int, *,
@@ -153,6 +223,11 @@ class DispatchService:
 
         row = await self.task(task_id)
         await require_owner(self.context, caller, f"read the log of task {task_id}", [row.owner])
+        if row.group_kind == "gang" and row.group_id == row.id:
+            with self._errors("follow the gang"):
+                await self._follow_gang(row, on_output=on_output, stop=stop, follow=follow,
+                                        lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+            return await self.task(task_id)
         if row.remote_dir is None or row.host is None:
             if follow and not row.is_final:
                 raise DispatchError(f"task {task_id} has not started yet ({row.state})")
@@ -173,20 +248,67 @@ class DispatchService:
                          lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S, detach_on_stop=True)
         return await self.task(task_id)
 
+    async def _follow_gang(self, gang: TaskRow, *, on_output: OutputCallback,
+                           stop: asyncio.Event | None, follow: bool, lost_after_s: float) -> None:
+        """Every node's log with `[rank/host]` prefixes; with `follow`, live until the gang
+        ends (a failing node has the others cancelled, as when dispatched)."""
+        from fleet.dispatch.follow import HostLink, LogReader
+        from fleet.dispatch.gang import Prefixer, attend_gang
+        from fleet.dispatch.lifecycle import host_spec
+        from fleet.dispatch.request import StartedTask
+
+        members = await self.members(gang.id)
+        started = [m for m in members if m.remote_dir is not None and m.host is not None]
+        if not follow or all(member.is_final for member in members):
+            for rank, member in enumerate(members):
+                if member.remote_dir is None or member.host is None:
+                    continue
+                prefixer = Prefixer(member.group_index or rank, member.host, on_output)
+                link = HostLink(host_spec(self.context, member.host), self.context.ssh_options,
+                                pool=self.context.connections)
+                try:
+                    await LogReader(member.remote_dir).drain(await link.get(), prefixer.write)
+                finally:
+                    prefixer.flush()
+                    link.close()
+            return
+        if len(started) < len(members):
+            raise DispatchError(f"gang {gang.id} has not started yet ({gang.state})")
+        nodes = [StartedTask(task_id=m.id, host=host_spec(self.context, m.host or ""),
+                             task_dir=m.remote_dir or "", pgid=m.remote_pid, gpu_uuids=(),
+                             started_at=m.started_at or 0,
+                             timeout_s=m.constraints.get("timeout_s")) for m in started]
+        await attend_gang(self.context, nodes, on_output=on_output, stop=stop,
+                          grace_s=float(gang.constraints.get("grace_s") or 10.0),
+                          lost_after_s=lost_after_s, detach_on_stop=True)
+
+    async def members(self, group_id: int) -> list[TaskRow]:
+        """The tasks of a gang (by rank) or array (by index); [] for a lone task."""
+        from db.tasks import group_members
+
+        return await self.context.read("read the group's tasks",
+                                       lambda session: group_members(session, group_id))
+
     async def cancel(self, task_id: int, *, grace_s: float = 10.0,
                      caller: Caller | None = None) -> TaskRow:
         """Cancel a task: dequeue it, or SIGTERM its process group (SIGKILL after `grace_s`).
 
-        A `caller` who is not an admin may cancel only their own tasks (PermissionDenied).
+        A gang's or array's id cancels every member not yet ended. A `caller` who is not an
+        admin may cancel only their own tasks (PermissionDenied).
         """
         from fleet.dispatch.cancel import cancel_task
+        from fleet.dispatch.gang import cancel_members
         from fleet.services.permissions import require_owner
 
+        row = await self.task(task_id)
         if caller is not None:
-            row = await self.task(task_id)
             await require_owner(self.context, caller, f"cancel task {task_id}", [row.owner])
         with self._errors("cancel the task"):
-            await cancel_task(self.context, task_id, grace_s=grace_s)
+            if row.group_kind is not None and row.group_id == row.id:
+                members = [m.id for m in await self.members(task_id) if not m.is_final]
+                await cancel_members(self.context, members, grace_s)
+            else:
+                await cancel_task(self.context, task_id, grace_s=grace_s)
         return await self.task(task_id)
 
     async def task(self, task_id: int) -> TaskRow:

@@ -51,6 +51,9 @@ class TaskWire(Struct, frozen=True):
     peak_memory_bytes: int | None
     gpus: tuple[TaskGpuWire, ...] = ()
     timed_out: bool = False
+    group_id: int | None = None
+    group_kind: str | None = None
+    group_index: int | None = None
 
 
 class TaskList(Struct, frozen=True):
@@ -65,6 +68,7 @@ class TaskQuery(Struct, frozen=True, forbid_unknown_fields=True):
     states: tuple[str, ...] = ()
     limit: int | None = None
     since: int | None = None
+    group: int | None = None  # only this gang's or array's members (by rank or index)
 
 
 class CancelRequest(Struct, frozen=True, forbid_unknown_fields=True):

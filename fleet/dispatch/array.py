@@ -1,0 +1,213 @@
+"""Job arrays: one submission records one task per index; at most MAX of them run at once.
+
+Every member is recorded `queued` at submission (so `fleet tasks --expand` lists them and
+`fleet cancel ARRAY` reaches them all). The dispatching process drives the array: it keeps at
+most MAX members (or MAX_WAITERS without %MAX) waiting for GPUs or running, each through the
+same queue, claim and start as a lone `--wait` task, in index order. A member the driver is
+not yet waiting for has no heartbeat (checked_at 0), so it holds no place in the queue; the
+reconciler keeps it while some member of its array has a fresh one, and cancels it otherwise
+(the driver went away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from fleet.dispatch import records
+from fleet.dispatch.array_spec import ArraySpec, substitute
+from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S, Ending
+from fleet.dispatch.gang import Prefixer, cancel_members
+from fleet.dispatch.lifecycle import (
+    attend,
+    check_queue_limit,
+    claim_for,
+    record_override,
+    start_claimed,
+    unless_stopped,
+)
+from fleet.dispatch.records import now_s
+from fleet.dispatch.request import DispatchRequest, StartedTask, TaskCancelled
+from fleet.errors import ConfigError, FleetError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from db.tasks import TaskRow
+    from fleet.context import FleetContext
+    from fleet.services.placement import PlacementService
+
+ARRAY_ENV_NAMES = frozenset({"FLEET_ARRAY_ID", "FLEET_ARRAY_INDEX", "FLEET_ARRAY_SIZE"})
+# Members waiting for GPUs or running at once when the array sets no %MAX.
+MAX_WAITERS = 32
+
+
+@dataclass(frozen=True)
+class ArrayMember:
+    """One index of an array and the request it runs (its arguments filled in)."""
+
+    index: int
+    request: DispatchRequest
+
+
+def plan_members(request: DispatchRequest, spec: ArraySpec,
+                 values: Sequence[dict[str, str]] | None, values_name: str = "--array-values"
+                 ) -> list[ArrayMember]:
+    """Every member's request, placeholders filled; ConfigError before anything is recorded."""
+    clash = sorted(name for name, _value in request.env if name in ARRAY_ENV_NAMES)
+    if clash:
+        raise ConfigError(f"--env {', '.join(clash)}: fleet sets this for array members")
+    members = []
+    for position, index in enumerate(spec.indices):
+        own = values[position] if values is not None else {}
+        where = (f"{values_name} line for index {index}" if values is not None
+                 else f"--array index {index}")
+        args = substitute(request.args, own, index, where=where)
+        members.append(ArrayMember(index, replace(request, args=args, wait=True)))
+    return members
+
+
+def _constraints(member: ArrayMember, spec: ArraySpec) -> dict[str, object]:
+    return {**member.request.stored_constraints(),
+            "array": {"index": member.index, "size": spec.size, "spec": spec.text,
+                      "max_running": spec.max_running}}
+
+
+async def submit_array(context: FleetContext, placement: PlacementService,
+                       request: DispatchRequest, spec: ArraySpec,
+                       members: Sequence[ArrayMember]) -> list[int]:
+    """Record every member `queued` in one transaction; their task ids in index order (the
+    first is the array's id)."""
+    from db.tasks import create_task, set_group_checked
+    from fleet.placement.reservations import current_owner
+    from fleet.placement.scoring.policies import resolve_policy
+
+    request.validate()
+    resolve_policy(request.placement.policy)
+    owner = request.owner or current_owner()
+    if not request.override_limits:
+        await check_queue_limit(context, placement, owner)
+
+    def create(session: Session) -> list[int]:
+        ids: list[int] = []
+        for member in members:
+            ids.append(create_task(
+                session, name=member.request.name or member.request.script.name,
+                script=member.request.shown_script or str(member.request.script),
+                args=member.request.args, gpus_requested=member.request.placement.gpus,
+                owner=owner, now=now_s(), constraints=_constraints(member, spec),
+                priority=member.request.priority, state="queued", group_kind="array",
+                group_index=member.index, group_id=ids[0] if ids else None))
+        set_group_checked(session, ids[0], 0)  # no heartbeat yet: no place in the queue
+        return ids
+
+    ids = await context.write("record the array", create)
+    if request.override_limits:
+        await record_override(context, ids[0], owner)
+    return ids
+
+
+ArrayEvent = Callable[[str], None]
+
+
+async def run_array(context: FleetContext, placement: PlacementService, spec: ArraySpec,
+                    members: Sequence[ArrayMember], ids: Sequence[int], *,
+                    on_output: Callable[[bytes], None], on_event: ArrayEvent,
+                    on_started: Callable[[int, StartedTask], None] | None = None,
+                    stop: asyncio.Event | None = None,
+                    lost_after_s: float = DEFAULT_LOST_AFTER_S) -> list[TaskRow]:
+    """Drive the array to its end (at most spec.max_running members at once) and return
+    every member as recorded, by index. `stop` cancels the members still to run or running."""
+    from fleet.placement.reservations import current_owner
+
+    array_id = ids[0]
+    window = spec.max_running or min(spec.size, MAX_WAITERS)
+    pending = iter(range(len(members)))
+
+    async def run_member(position: int) -> None:
+        member, task_id = members[position], ids[position]
+        row = await asyncio.to_thread(records.load, context.database, task_id)
+        if row.state != "queued":
+            return  # cancelled meanwhile (fleet cancel)
+        await asyncio.to_thread(records.checked, context.database, task_id)
+        request = replace(member.request, env=(
+            *member.request.env, ("FLEET_ARRAY_ID", str(array_id)),
+            ("FLEET_ARRAY_INDEX", str(member.index)), ("FLEET_ARRAY_SIZE", str(spec.size))))
+        owner = request.owner or current_owner()
+        try:
+            claim = await unless_stopped(
+                claim_for(context, placement, request, task_id, owner), stop)
+            started, host = await start_claimed(context, request, task_id, claim)
+        except TaskCancelled:
+            return
+        except FleetError as exc:  # recorded failed already (claim_for / start_claimed)
+            on_event(f"array {array_id} index {member.index} (task {task_id}) could not "
+                     f"start: {exc}")
+            return
+        if on_started is not None:
+            on_started(member.index, started)
+        prefixer = Prefixer(str(member.index), started.host.name, on_output)
+        try:
+            ending = await attend(context, started, host, on_output=prefixer.write, stop=stop,
+                                  grace_s=request.grace_s, lost_after_s=lost_after_s)
+        finally:
+            prefixer.flush()
+        assert ending is not None
+        on_event(f"array {array_id} index {member.index} (task {task_id}) {_said(ending)}")
+
+    async def worker() -> None:
+        for position in pending:
+            if stop is not None and stop.is_set():
+                return
+            await run_member(position)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(window)))
+    finally:
+        left = await _unfinished(context, array_id)
+        if left:
+            with contextlib.suppress(FleetError):
+                await asyncio.shield(cancel_members(context, left, 1.0))
+    return await context.read("read the array", lambda session: _members(session, array_id))
+
+
+def _said(ending: Ending) -> str:
+    detail = f" ({ending.error})" if ending.error and ending.state != "succeeded" else ""
+    return f"{ending.state}{detail}"
+
+
+async def _unfinished(context: FleetContext, array_id: int) -> list[int]:
+    rows = await context.read("read the array", lambda session: _members(session, array_id))
+    return [row.id for row in rows if not row.is_final]
+
+
+def _members(session: Session, array_id: int) -> list[TaskRow]:
+    from db.tasks import group_members
+
+    return group_members(session, array_id)
+
+
+def array_summary(rows: Sequence[TaskRow]) -> tuple[str, int]:
+    """A line of counts per state and each failed index, and the exit code of the whole array
+    (0 only when every member succeeded; else the lowest failed index's code)."""
+    from fleet.render.exit_codes import EXIT_DISPATCH, task_exit_code
+
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.state] = counts.get(row.state, 0) + 1
+    failed = [row for row in rows if row.state != "succeeded"]
+    text = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    if failed:
+        shown = "; ".join(f"index {row.group_index}: {row.error or row.state}"
+                          for row in failed[:10])
+        more = f"; … and {len(failed) - 10} more" if len(failed) > 10 else ""
+        text += f" — failed: {shown}{more}"
+    if not failed:
+        return text, 0
+    first = failed[0]
+    if first.state == "lost" or first.state in ("queued", "placing", "starting", "running"):
+        return text, EXIT_DISPATCH
+    return text, task_exit_code(first.state, first.exit_code, first.timed_out)
