@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.environment_options import environment_options, with_environment
 from fleet.cli.group_options import group_options, with_group
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
 from fleet.cli.runner import open_service, run_async
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 @click.command(context_settings={"allow_interspersed_args": False})
 @placement_options
 @group_options
+@environment_options
 @click.option("--with", "extras", multiple=True, metavar="FILE|DIR",
               type=click.Path(path_type=Path, exists=True),
               help="Also upload this file or directory into the task directory; repeatable.")
@@ -96,6 +98,7 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
         queue_timeout_s=parse_duration(queue_timeout, what="--queue-timeout"), notify=notify,
         override_limits=override_limits,
     )
+    request = with_environment(ctx, request, placement)  # --venv/--conda/--container/--snapshot
     request = with_group(request, placement)  # --nodes, --gpus-per-node, --same, --hostfile
     request.validate()
     lost_after_s = parse_duration(lost_after, what="--lost-after")

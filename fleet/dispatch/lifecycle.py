@@ -171,6 +171,11 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
         await asyncio.to_thread(records.set_host, database, task_id, claim.host)
         launch = request.launch(task_id, spec.python, uuids)
         host = await TaskHost.open(spec, context.ssh_options, context.connections)
+        if request.environment is not None:  # refused here, before any upload, if unusable
+            from fleet.dispatch.environment_check import ready_on_host
+
+            request = await ready_on_host(database, host, request, task_id)
+            launch = request.launch(task_id, spec.python, uuids)
         task_dir = await host.make_dir(TASKS_BASE, task_dir_name(task_id))
         await asyncio.to_thread(records.set_fields, database, task_id, remote_dir=task_dir)
         await host.upload(launch, task_dir)

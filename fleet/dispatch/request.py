@@ -16,6 +16,8 @@ from fleet.errors import DispatchError
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
+    from fleet.dispatch.environment import TaskEnvironment
+    from fleet.dispatch.snapshot import Snapshot
     from fleet.placement.claim import Claim
     from fleet.placement.request import PlacementRequest
 
@@ -55,6 +57,8 @@ class DispatchRequest:
     shown_script: str | None = None
     shown_extras: tuple[str, ...] | None = None
     hostfile: str = "hostfile"  # a gang's hostfile, relative to each node's task directory
+    environment: TaskEnvironment | None = None  # --venv/--conda/--container
+    snapshot: Snapshot | None = None  # --snapshot, taken (fleet.dispatch.snapshot)
 
     @property
     def is_gang(self) -> bool:
@@ -70,6 +74,7 @@ class DispatchRequest:
             task_id=task_id, script=self.script, host_python=host_python, gpu_uuids=gpu_uuids,
             args=self.args, extras=self.extras, env=self.env, workdir=self.workdir,
             python=self.python, timeout_s=self.timeout_s, timeout_grace_s=self.grace_s,
+            environment=self.environment, snapshot=self.snapshot,
         )
 
     def stored_constraints(self) -> dict[str, object]:
@@ -84,6 +89,8 @@ class DispatchRequest:
             "grace_s": self.grace_s,
             "wait": self.wait,  # dispatched to wait in the queue (task_started is told then)
             "notify": self.notify,
+            "environment": None if self.environment is None else self.environment.to_dict(),
+            "snapshot": None if self.snapshot is None else self.snapshot.to_dict(),
             **({"gang": {"nodes": self.placement.nodes, "gpus_per_node": self.placement.gpus,
                          "same": self.placement.same, "hostfile": self.hostfile}}
                if self.is_gang else {}),

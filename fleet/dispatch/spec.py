@@ -13,10 +13,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleet.errors import ConfigError
 
+if TYPE_CHECKING:
+    from fleet.dispatch.environment import TaskEnvironment
+    from fleet.dispatch.snapshot import Snapshot
+
 CONTROL_DIR = ".fleet"  # inside a task directory: wrapper, pid, log, exit files
+SNAPSHOT_DIR = "snapshot"  # inside a task directory: the --snapshot copy of the work tree
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "FLEET_TASK_ID",
                           "FLEET_TASK_DIR"})
@@ -47,9 +53,11 @@ class TaskLaunch:
     env: tuple[tuple[str, str], ...]
     gpu_uuids: tuple[str, ...]
     uploads: tuple[UploadItem, ...]
-    workdir: str | None = None  # None: the task directory
+    workdir: str | None = None  # None: the task directory, or default_workdir inside it
     timeout_s: float | None = None
     timeout_grace_s: float = 10.0
+    environment: TaskEnvironment | None = None  # --venv/--conda/--container
+    default_workdir: str | None = None  # relative to the task directory (--snapshot's place)
 
 
 def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -122,8 +130,10 @@ def _walk_dir(root: Path, remote_root: str) -> list[UploadItem]:
     return items
 
 
-def plan_uploads(script: Path, extras: tuple[Path, ...]) -> tuple[UploadItem, ...]:
-    """The script and every --with path as upload items; ConfigError for anything unsafe."""
+def plan_uploads(script: Path, extras: tuple[Path, ...],
+                 snapshot: Snapshot | None = None) -> tuple[UploadItem, ...]:
+    """The script, every --with path and the snapshot's copy (under SNAPSHOT_DIR) as upload
+    items; ConfigError for anything unsafe."""
     if not script.is_file():
         raise ConfigError(f"script {str(script)!r} is not a readable file")
     items = [UploadItem(script, _checked_name(script, "script"))]
@@ -135,6 +145,8 @@ def plan_uploads(script: Path, extras: tuple[Path, ...]) -> tuple[UploadItem, ..
             items.append(UploadItem(extra, name))
         else:
             raise ConfigError(f"--with {str(extra)!r}: no such file or directory")
+    if snapshot is not None:
+        items += _walk_dir(snapshot.copy, SNAPSHOT_DIR)
     seen: set[str] = set()
     for item in items:
         if item.remote in seen:
@@ -157,9 +169,11 @@ def build_launch(
     python: str | None = None,
     timeout_s: float | None = None,
     timeout_grace_s: float = 10.0,
+    environment: TaskEnvironment | None = None,
+    snapshot: Snapshot | None = None,
 ) -> TaskLaunch:
     """A validated TaskLaunch (ConfigError naming the bad input otherwise)."""
-    uploads = plan_uploads(script, extras)
+    uploads = plan_uploads(script, extras, snapshot)
     for arg in args:
         if "\0" in arg:
             raise ConfigError("script arguments cannot contain NUL bytes")
@@ -167,9 +181,19 @@ def build_launch(
         raise ConfigError("--workdir must be a non-empty path")
     if timeout_s is not None and timeout_s <= 0:
         raise ConfigError("--timeout must be positive")
+    if environment is not None:
+        host_python = environment.python()
+    script_name = uploads[0].remote
+    default_workdir = None
+    if snapshot is not None:
+        default_workdir = f"{SNAPSHOT_DIR}/{snapshot.cwd}" if snapshot.cwd else SNAPSHOT_DIR
+        if snapshot.script is not None:  # run from the tree, next to its modules
+            script_name = f"{SNAPSHOT_DIR}/{snapshot.script}"
+            if script_name not in {item.remote for item in uploads}:
+                raise ConfigError(f"--snapshot: the script {snapshot.script!r} is not in it")
     return TaskLaunch(
         task_id=task_id,
-        script_name=uploads[0].remote,
+        script_name=script_name,
         interpreter=choose_interpreter(script, host_python, python),
         args=args,
         env=env,
@@ -178,4 +202,6 @@ def build_launch(
         workdir=workdir,
         timeout_s=timeout_s,
         timeout_grace_s=timeout_grace_s,
+        environment=environment,
+        default_workdir=default_workdir,
     )

@@ -32,7 +32,7 @@ def pack(request: DispatchRequest, *, follow: bool, explain: bool = False,
     request.validate()
     entries: list[UploadEntry] = []
     total = 0
-    for item in plan_uploads(request.script, request.extras):
+    for item in plan_uploads(request.script, request.extras, request.snapshot):
         if item.local is None:
             entries.append(UploadEntry(item.remote))
             continue
@@ -52,7 +52,9 @@ def pack(request: DispatchRequest, *, follow: bool, explain: bool = False,
         grace_s=request.grace_s, name=request.name, priority=request.priority,
         wait=request.wait, queue_timeout_s=request.queue_timeout_s, follow=follow,
         explain=explain, lost_after_s=lost_after_s, notify=request.notify,
-        override_limits=request.override_limits)
+        override_limits=request.override_limits,
+        environment=None if request.environment is None else request.environment.to_dict(),
+        snapshot=None if request.snapshot is None else request.snapshot.to_dict())
 
 
 def _checked_path(path: str) -> PurePosixPath:
@@ -74,7 +76,7 @@ def stage(wire: SubmitRequest, directory: Path) -> DispatchRequest:
 def _write_files(wire: SubmitRequest, directory: Path) -> None:
     if not wire.files or wire.files[0].data is None:
         raise ConfigError("a submission's first file must be its script")
-    if len(wire.files) > MAX_UPLOAD_FILES + 1 + len(wire.extras):
+    if len(wire.files) > MAX_UPLOAD_FILES + 1 + len(wire.extras) + (wire.snapshot is not None):
         raise ConfigError(f"more than {MAX_UPLOAD_FILES} uploaded files")
     made_dirs = {PurePosixPath(".")}
     for entry in wire.files:
@@ -98,8 +100,10 @@ def _write_files(wire: SubmitRequest, directory: Path) -> None:
 def staged_request(wire: SubmitRequest, directory: Path) -> DispatchRequest:
     """The request over files already staged under `directory` (`wire.files[0]` names the
     script; the other entries need not carry data). ConfigError for bad input."""
+    from fleet.dispatch.environment import TaskEnvironment
     from fleet.dispatch.request import DispatchRequest
-    from fleet.dispatch.spec import parse_env
+    from fleet.dispatch.snapshot import Snapshot
+    from fleet.dispatch.spec import SNAPSHOT_DIR, parse_env
     from fleet.placement.request import PlacementRequest
 
     parse_env(tuple(f"{name}={value}" for name, value in wire.env))  # the same refusals
@@ -110,7 +114,11 @@ def staged_request(wire: SubmitRequest, directory: Path) -> DispatchRequest:
         env=wire.env, workdir=wire.workdir, python=wire.python, timeout_s=wire.timeout_s,
         grace_s=wire.grace_s, name=wire.name or PurePosixPath(wire.shown_script).name,
         priority=wire.priority, wait=wire.wait, queue_timeout_s=wire.queue_timeout_s,
-        notify=wire.notify, override_limits=wire.override_limits)
+        notify=wire.notify, override_limits=wire.override_limits,
+        environment=None if wire.environment is None else TaskEnvironment.from_dict(
+            wire.environment),
+        snapshot=None if wire.snapshot is None else Snapshot.from_dict(
+            wire.snapshot, directory / SNAPSHOT_DIR))
     request = replace(request, shown_script=wire.shown_script,
                       shown_extras=wire.shown_extras)
     request.validate()

@@ -39,6 +39,7 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 export FLEET_TASK_ID={task_id}
 export FLEET_TASK_DIR={task_dir}
 {exports}
+{environment}
 wd=
 to=0
 if cd {workdir} 2>>"$c/log"; then
@@ -47,6 +48,7 @@ if cd {workdir} 2>>"$c/log"; then
   setsid /bin/sh -c 'echo $$ > "$1/pid" && shift && exec "$@"' \\
     fleet-task "$c" {command} </dev/null >>"$c/log" 2>&1
   rc=$?
+{cleanup}
   if [ -n "$wd" ]; then kill "$wd" 2>/dev/null; fi
   if [ -e "$c/timed_out" ]; then to=1; fi
   p=$(cat "$c/pid" 2>/dev/null)
@@ -86,9 +88,27 @@ def task_command(launch: TaskLaunch, task_dir: str) -> list[str]:
     return [*launch.interpreter, f"{task_dir}/{launch.script_name}", *launch.args]
 
 
+def task_workdir(launch: TaskLaunch, task_dir: str) -> str:
+    """Where the task runs: --workdir, else its place in the task directory (--snapshot)."""
+    if launch.workdir:
+        return launch.workdir
+    return f"{task_dir}/{launch.default_workdir}" if launch.default_workdir else task_dir
+
+
+def command_text(launch: TaskLaunch, task_dir: str) -> str:
+    """The task's command as shell words, inside its environment (--venv/--conda/--container)."""
+    argv = task_command(launch, task_dir)
+    if launch.environment is None:
+        return " ".join(shlex.quote(part) for part in argv)
+    return launch.environment.command(argv, task_dir=task_dir, gpu_uuids=launch.gpu_uuids,
+                                      env_names=tuple(name for name, _ in launch.env),
+                                      own_workdir=launch.workdir is not None)
+
+
 def wrapper_script(launch: TaskLaunch, task_dir: str) -> bytes:
     """The wrapper for `launch` in `task_dir` (an absolute path on the host), as bytes."""
     q = shlex.quote
+    environment = launch.environment
     exports = "\n".join(f"export {name}={q(value)}" for name, value in launch.env)
     watchdog = ""
     if launch.timeout_s is not None:
@@ -100,9 +120,11 @@ def wrapper_script(launch: TaskLaunch, task_dir: str) -> bytes:
         uuids=q(",".join(launch.gpu_uuids)),
         task_dir=q(task_dir),
         exports=exports,
-        workdir=q(launch.workdir or task_dir),
+        environment="" if environment is None else environment.exports(launch.gpu_uuids),
+        workdir=q(task_workdir(launch, task_dir)),
         watchdog=watchdog,
-        command=" ".join(q(part) for part in task_command(launch, task_dir)),
+        command=command_text(launch, task_dir),
+        cleanup="" if environment is None else environment.cleanup(task_dir),
     )
     # Arguments that were not valid UTF-8 on the controller travel as the same bytes.
     return text.encode("utf-8", "surrogateescape")

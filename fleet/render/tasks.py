@@ -32,6 +32,9 @@ def task_to_json(row: TaskRow) -> dict[str, Any]:
         "gpu_seconds": row.gpu_seconds, "peak_memory_bytes": row.peak_memory_bytes,
         "error": row.error, "remote_dir": row.remote_dir, "remote_pid": row.remote_pid,
         "group_id": row.group_id, "group_kind": row.group_kind, "group_index": row.group_index,
+        # Where it ran: --venv/--conda/--container (with the runtime found) and --snapshot.
+        "environment": row.constraints.get("environment"),
+        "snapshot": row.constraints.get("snapshot"),
     }
 
 

@@ -47,6 +47,8 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     lost_after_s: float | None = None
     notify: bool = False  # --notify: the task's events carry notify: true
     override_limits: bool = False  # admin only: this task ignores the `limits:` settings
+    environment: dict[str, str] | None = None  # --venv/--conda/--container: {kind, value}
+    snapshot: dict[str, Any] | None = None  # --snapshot: its files are under snapshot/
 
 
 class SubmittedEvent(Struct, frozen=True):
