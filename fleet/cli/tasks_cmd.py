@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import click
@@ -12,6 +13,7 @@ from fleet.cli.signals import stop_on_signals
 from fleet.render.exit_codes import EXIT_FAILED
 
 if TYPE_CHECKING:
+    from fleet.client.session import Service
     from fleet.records import TaskRow
 
 DEFAULT_RECENT = 20
@@ -85,19 +87,50 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, expand: b
         click.echo(render_tasks(shown) if shown else "no tasks")
 
 
+TASK_REF = re.compile(r"(\d+)(?::(\d+))?")
+
+
+def parse_task_ref(text: str) -> tuple[int, int | None]:
+    """`42` or `42:7` (array 42, index 7) as (id, index); ConfigError otherwise."""
+    from fleet.errors import ConfigError
+
+    match = TASK_REF.fullmatch(text.strip())
+    if match is None:
+        raise ConfigError(f"{text!r} is not a task id (N) or an array member (ARRAY:INDEX)")
+    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+
+
+async def resolve_task(service: Service, text: str) -> int:
+    """The task id `text` names: a task, gang or array id, or ARRAY:INDEX for one member."""
+    from fleet.errors import ConfigError
+
+    task_id, index = parse_task_ref(text)
+    if index is None:
+        return task_id
+    for member in await service.members(task_id):
+        if member.group_kind == "array" and member.group_index == index:
+            return member.id
+    raise ConfigError(f"{text}: array {task_id} has no index {index} (see `fleet tasks "
+                      "--expand`)")
+
+
 @click.command()
-@click.argument("task_id", type=int)
+@click.argument("task_ref", metavar="TASK")
 @click.option("--follow", "-f", is_flag=True,
               help="Keep streaming until the task ends; exit with its exit code.")
 @LOST_AFTER_OPTION
 @click.pass_context
-def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int:
+def logs(ctx: click.Context, task_ref: str, follow: bool, lost_after: str) -> int:
     """Print a task's output (stdout and stderr); with -f, follow it live (Ctrl-C detaches).
+
+    TASK is a task id, a gang's id (every node, lines prefixed [rank/host]) or ARRAY:INDEX
+    (one member of an array).
 
     \b
     Examples:
       fleet logs 42
       fleet logs -f 42
+      fleet logs 17:3
     """
     from fleet.cli.task_output import exit_code_of, write_output
     from fleet.timeparse import parse_duration
@@ -105,10 +138,13 @@ def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int
     options = global_options(ctx)
     lost_after_s = parse_duration(lost_after, what="--lost-after")
 
+    parse_task_ref(task_ref)
+
     async def run() -> TaskRow:
         async with open_service(options) as service:
             if not service.remote:  # a server reconciles on its own, every 30 s
                 await service.reconcile_tasks(lost_after_s=lost_after_s)
+            task_id = await resolve_task(service, task_ref)
             async with stop_on_signals() as stop:
                 return await service.follow(task_id, on_output=write_output, stop=stop,
                                             follow=follow, lost_after_s=lost_after_s)
@@ -120,20 +156,22 @@ def logs(ctx: click.Context, task_id: int, follow: bool, lost_after: str) -> int
 
 
 @click.command()
-@click.argument("task_ids", type=int, nargs=-1, required=True)
+@click.argument("task_refs", metavar="TASK...", nargs=-1, required=True)
 @click.option("--grace", default="10s", show_default=True, metavar="DURATION",
               help="Between SIGTERM and SIGKILL.")
 @json_option
 @click.pass_context
-def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
+def cancel(ctx: click.Context, task_refs: tuple[str, ...], grace: str) -> int:
     """Cancel tasks: dequeue them, or SIGTERM their process group (SIGKILL after --grace).
 
+    A gang's or array's id cancels all its members not yet ended; ARRAY:INDEX one member.
     Exits 0 when every task was cancelled (or had already ended: that is said on stderr).
 
     \b
     Examples:
       fleet cancel 42
       fleet cancel --grace 1m 42 43
+      fleet cancel 17 17:3
     """
     from fleet.errors import DispatchError, HostError
     from fleet.timeparse import parse_duration
@@ -143,8 +181,11 @@ def cancel(ctx: click.Context, task_ids: tuple[int, ...], grace: str) -> int:
 
     async def run() -> list[tuple[int, str | None, str | None]]:
         outcomes: list[tuple[int, str | None, str | None]] = []
+        for ref in task_refs:
+            parse_task_ref(ref)
         async with open_service(options) as service:
-            for task_id in task_ids:
+            for ref in task_refs:
+                task_id = await resolve_task(service, ref)
                 try:
                     row = await service.cancel(task_id, grace_s=grace_s)
                     outcomes.append((task_id, row.state, None))
