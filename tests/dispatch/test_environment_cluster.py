@@ -237,3 +237,67 @@ async def test_snapshot_runs_the_tree_as_submitted(tmp_path: Path, cli: FleetCli
 
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pair_lab(netns_cluster_module: Callable[[Sequence[ClusterHostSpec]], Cluster]) -> Cluster:
+    """Two hosts with one idle GPU each: a 2-node gang takes both."""
+    return netns_cluster_module([ClusterHostSpec(name, scenarios.idle(1, host=name))
+                                 for name in ("node-a", "node-b")])
+
+
+async def _pair_cli(lab: Cluster, fleet_cli: FleetCli) -> FleetCli:
+    ssh_dir = fleet_cli.home / ".ssh"
+    ssh_dir.mkdir(exist_ok=True)
+    shutil.copy(lab.known_hosts_file, ssh_dir / "known_hosts")
+    shutil.copy(lab.inventory_file, fleet_cli.home / "inventory.yaml")
+    return fleet_cli
+
+
+def _node_reports(stdout: str) -> dict[str, dict[str, Any]]:
+    """The JSON each node printed, by its `[rank/host]` prefix."""
+    found = {}
+    for line in stdout.splitlines():
+        prefix, _, rest = line.partition("] ")
+        if rest.startswith("{"):
+            found[prefix + "]"] = json.loads(rest)
+    return found
+
+
+async def test_gang_nodes_and_array_members_each_check_their_host(pair_lab: Cluster,
+                                                                  fleet_cli: FleetCli) -> None:
+    cli = await _pair_cli(pair_lab, fleet_cli)
+    for name in ("node-a", "node-b"):
+        status, _, stderr = await asyncssh_run(
+            pair_lab.host(name), pair_lab.known_hosts_file, "rm -rf ~/venvs")
+        assert status == 0, stderr
+    made, _, stderr = await asyncssh_run(pair_lab.host("node-a"), pair_lab.known_hosts_file,
+                                         "python3 -m venv --without-pip ~/venvs/demo")
+    assert made == 0, stderr
+    gang = ("dispatch", "--nodes", "2", "--gpus-per-node", "1", "--venv", "~/venvs/demo")
+
+    refused = await cli.run(*gang, _script(cli), timeout=120)
+
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "node-b: cannot run in --venv ~/venvs/demo: no virtual environment" in refused.stderr
+    allocations = (await cli.run("--json", "allocations")).json()
+    rows = allocations["allocations"] if isinstance(allocations, dict) else allocations
+    assert [row for row in rows if row.get("released_at") is None] == []
+
+    made, _, stderr = await asyncssh_run(pair_lab.host("node-b"), pair_lab.known_hosts_file,
+                                         "python3 -m venv --without-pip ~/venvs/demo")
+    assert made == 0, stderr
+    ran = await cli.run(*gang, _script(cli), timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    reports = _node_reports(ran.stdout)
+    assert sorted(reports) == ["[0/node-a]", "[1/node-b]"], ran.stdout
+    assert {report["venv"] for report in reports.values()} == {"/root/venvs/demo"}
+
+    array = await cli.run("dispatch", "--array", "0-1", "--venv", "~/venvs/demo", _script(cli),
+                          timeout=120)
+    assert array.returncode == 0, array.stdout + array.stderr
+    members = (await cli.run("--json", "tasks", "--all", "--expand")).json()["tasks"]
+    checked = [task["environment"] for task in members
+               if task["state"] == "succeeded" and task["environment"].get("tool")]
+    assert len(checked) == 4  # two gang nodes and two array members, each checked on its host
+    assert {env["host"] for env in checked} == {"node-a", "node-b"}
