@@ -36,7 +36,8 @@ def started_task(event: wire.StartedEvent) -> StartedTask:
     return StartedTask(task_id=event.task_id, host=HostSpec(event.host, event.host),
                        task_dir=event.task_dir, pgid=event.pgid, gpu_uuids=event.gpu_uuids,
                        started_at=event.started_at, timeout_s=event.timeout_s,
-                       gpu_indices=event.gpu_indices, explanation=event.explanation)
+                       gpu_indices=event.gpu_indices, explanation=event.explanation,
+                       nodes=tuple(started_task(node) for node in event.nodes))
 
 
 def ending_of(event: wire.EndedEvent) -> Ending:

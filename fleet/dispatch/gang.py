@@ -29,9 +29,10 @@ from fleet.dispatch.lifecycle import (
     host_spec,
     record_override,
     start_claimed,
+    still_queued,
 )
 from fleet.dispatch.records import now_s
-from fleet.dispatch.request import DispatchRequest, StartedTask
+from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask
 from fleet.dispatch.spec import CONTROL_DIR
 from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
 
@@ -117,6 +118,13 @@ async def submit_gang(context: FleetContext, placement: PlacementService,
     return await start_gang(context, request, gang_id, claims)
 
 
+async def resume_gang(context: FleetContext, placement: PlacementService,
+                      request: DispatchRequest, gang_id: int, owner: str) -> GangStart:
+    """Claim (waiting in the queue) and start a gang recorded earlier and still queued."""
+    claims = await _claim_for_gang(context, placement, request, gang_id, owner, None)
+    return await start_gang(context, request, gang_id, claims)
+
+
 def _member_ids(request: DispatchRequest, gang_id: int, owner: str
                 ) -> Callable[[Session], list[int]]:
     """Creates ranks 1…N-1 in the claim's transaction; rank 0 is the gang's own task."""
@@ -163,8 +171,13 @@ async def _claim_for_gang(context: FleetContext, placement: PlacementService,
                 override_limits=request.override_limits)
         limits = None if request.override_limits else placement.user_limits(owner)
         return await _claim_now(context, placement, request, limits, attempt)
+    except asyncio.CancelledError as exc:
+        if not (request.wait and exc.args == (KEEP_QUEUED,) and await still_queued(
+                context, gang_id)):  # else a stopping fleet serve leaves it for the next
+            await end_task(context, gang_id, "cancelled", "cancelled")
+        raise
     except BaseException as exc:
-        cancelled = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+        cancelled = isinstance(exc, KeyboardInterrupt)
         prefix = "no placement" if isinstance(exc, NoPlacement) else "not started"
         await end_task(context, gang_id, "cancelled" if cancelled else "failed",
                    f"{prefix}: {exc}" if str(exc) else "cancelled")

@@ -129,7 +129,7 @@ async def claim_for(context: FleetContext, placement: PlacementService,
         await end_task(context, task_id, "failed", f"no placement: {exc}")
         raise
     except asyncio.CancelledError as exc:
-        if not (request.wait and exc.args == (KEEP_QUEUED,) and await _still_queued(
+        if not (request.wait and exc.args == (KEEP_QUEUED,) and await still_queued(
                 context, task_id)):
             await end_task(context, task_id, "cancelled", f"not started: {exc}" if str(exc)
                        else "cancelled")
@@ -140,7 +140,7 @@ async def claim_for(context: FleetContext, placement: PlacementService,
         raise
 
 
-async def _still_queued(context: FleetContext, task_id: int) -> bool:
+async def still_queued(context: FleetContext, task_id: int) -> bool:
     row = await asyncio.shield(asyncio.to_thread(records.load, context.database, task_id))
     return row.state == "queued"
 

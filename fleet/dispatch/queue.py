@@ -133,8 +133,9 @@ def blocked_by_ahead(mine: Sequence[tuple[str, tuple[int, ...]]], ahead: list[Pl
 def shadow_placement(request: PlacementRequest, candidates: CandidateSet,
                      allocations: dict[tuple[str, int], AllocationInfo], now: float
                      ) -> PlacementResult:
-    """Where `request` would be placed if every GPU a task holds were free and idle (GPUs
-    under reservations, drained, unhealthy or filtered out stay as they are)."""
+    """Where `request` would be placed if every GPU a task holds were free (GPUs under
+    reservations, drained, unhealthy or filtered out stay as they are). A busy GPU keeps its
+    utilisation unless the request filters on it, so the shadow prefers GPUs free now."""
     from dataclasses import replace
 
     from fleet.placement.place import place
@@ -143,8 +144,8 @@ def shadow_placement(request: PlacementRequest, candidates: CandidateSet,
         return info is not None and info.kind == "task"
 
     gpus = tuple(
-        replace(gpu, allocation=None, utilization_pct=0.0, memory_used_bytes=0,
-                process_count=0)
+        replace(gpu, allocation=None, memory_used_bytes=0, process_count=0,
+                utilization_pct=0.0 if request.max_util is not None else gpu.utilization_pct)
         if held_by_task(allocations.get(gpu.key, gpu.allocation)) else gpu
         for gpu in candidates.gpus)
     others = {key: info for key, info in allocations.items() if not held_by_task(info)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 START_STALE_S = 120.0
 DEFAULT_CHECK_TIMEOUT_S = 5.0
 RECONCILE_FANOUT = 32
+# SIGTERM to SIGKILL for the other members of a gang whose member failed while detached.
+DEFAULT_GANG_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,27 @@ async def reconcile(
             await _check_host(context, name, tasks, report, lost_after_s, check_timeout_s)
 
     await asyncio.gather(*(one_host(name, tasks) for name, tasks in remote.items()))
+    await _end_broken_gangs(context, {active.row.group_id for active in actives
+                                      if active.row.group_kind == "gang"}, report)
     return report
+
+
+async def _end_broken_gangs(context: FleetContext, gang_ids: set[int | None],
+                            report: ReconcileReport) -> None:
+    """Cancel the running members of gangs one of whose members ended badly (a detached gang
+    has no dispatcher to do it; for a followed one this races it harmlessly)."""
+    from db.tasks import group_members
+    from fleet.dispatch.gang import cancel_members
+
+    for gang_id in sorted(gid for gid in gang_ids if gid is not None):
+        members = await context.read("read the gang", partial(group_members, group_id=gang_id))
+        if any(m.is_final and m.state != "succeeded" for m in members):
+            active = [m.id for m in members if not m.is_final]
+            await cancel_members(context, active, DEFAULT_GANG_GRACE_S)
+            for member in await context.read("read the gang",
+                                             partial(group_members, group_id=gang_id)):
+                if member.id in active and member.is_final:
+                    report.ended[member.id] = member.state
 
 
 async def _finish(context: FleetContext, row: TaskRow, ending: Ending,

@@ -54,7 +54,8 @@ def pack(request: DispatchRequest, *, follow: bool, explain: bool = False,
         explain=explain, lost_after_s=lost_after_s, notify=request.notify,
         override_limits=request.override_limits,
         environment=None if request.environment is None else request.environment.to_dict(),
-        snapshot=None if request.snapshot is None else request.snapshot.to_dict())
+        snapshot=None if request.snapshot is None else request.snapshot.to_dict(),
+        hostfile=request.hostfile)
 
 
 def _checked_path(path: str) -> PurePosixPath:
@@ -120,8 +121,12 @@ def staged_request(wire: SubmitRequest, directory: Path) -> DispatchRequest:
         snapshot=None if wire.snapshot is None else Snapshot.from_dict(
             wire.snapshot, directory / SNAPSHOT_DIR))
     request = replace(request, shown_script=wire.shown_script,
-                      shown_extras=wire.shown_extras)
+                      shown_extras=wire.shown_extras, hostfile=wire.hostfile)
     request.validate()
+    if request.is_gang:
+        from fleet.dispatch.gang import check_gang_request
+
+        check_gang_request(request)
     return request
 
 

@@ -169,12 +169,13 @@ def remove_tree(path: Path) -> None:
 
 
 def started_event(started: StartedTask) -> wire.StartedEvent:
-    """What the client is told when its task runs."""
+    """What the client is told when its task (or gang: every node) runs."""
     return wire.StartedEvent(
         task_id=started.task_id, host=started.host.name, task_dir=started.task_dir,
         pgid=started.pgid, gpu_uuids=started.gpu_uuids, gpu_indices=started.gpu_indices,
         started_at=started.started_at, timeout_s=started.timeout_s,
-        explanation=started.explanation)
+        explanation=started.explanation,
+        nodes=tuple(started_event(node) for node in started.nodes))
 
 
 async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,

@@ -196,6 +196,18 @@ class DispatchService:
         from fleet.placement.reservations import current_owner
 
         owner = request.owner or current_owner()
+        if request.is_gang:
+            from fleet.dispatch.gang import attend_gang, resume_gang
+
+            with self._errors("resume the gang"):
+                gang = await resume_gang(self.context, self.placement, request, task_id, owner)
+                if on_started is not None:
+                    on_started(gang.leader)
+                ending = await attend_gang(self.context, gang, on_output=lambda _data: None,
+                                           grace_s=request.grace_s,
+                                           lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+            assert ending is not None  # attend_gang only detaches when asked to
+            return ending
         with self._errors("resume the task"):
             started, host = await resume(self.context, self.placement, request, task_id, owner)
             if on_started is not None:

@@ -49,6 +49,7 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     override_limits: bool = False  # admin only: this task ignores the `limits:` settings
     environment: dict[str, str] | None = None  # --venv/--conda/--container: {kind, value}
     snapshot: dict[str, Any] | None = None  # --snapshot: its files are under snapshot/
+    hostfile: str = "hostfile"  # a gang's (placement.nodes > 1) hostfile in each task dir
 
 
 class SubmittedEvent(Struct, frozen=True):
@@ -75,6 +76,7 @@ class StartedEvent(Struct, frozen=True):
     started_at: int
     timeout_s: float | None = None
     explanation: str | None = None
+    nodes: tuple[StartedEvent, ...] = ()  # a gang's every node, rank order (itself first)
 
 
 class OutputEvent(Struct, frozen=True):

@@ -229,3 +229,21 @@ async def test_gangs_and_single_tasks_share_eight_gpus_all_or_nothing(
     expanded = (await fleet_cli.run("--json", "tasks", "--all", "--expand")).json()["tasks"]
     assert len(expanded) == 12 and all(task["state"] == "succeeded" for task in expanded)
     assert await _active_allocations(fleet_cli) == []
+
+
+async def test_a_detached_gang_whose_node_fails_is_ended_by_the_next_reconcile(
+        gang_cluster: Cluster, fleet_cli: FleetCli) -> None:
+    script = await _lab(gang_cluster, fleet_cli)
+    detached = await fleet_cli.run("--json", "dispatch", "--detach", "--nodes", "2",
+                                   "--grace", "1s", str(script), "fail", timeout=60)
+    assert detached.returncode == 0, detached.stderr
+    assert len(detached.json()["nodes"]) == 2
+    states: dict[str, str] = {}
+    for _ in range(120):  # `fleet tasks` reconciles: rank 1 ended 3, so rank 0 is cancelled
+        expanded = (await fleet_cli.run("--json", "tasks", "--all", "--expand")).json()["tasks"]
+        states = {str(task["host"]): str(task["state"]) for task in expanded}
+        if states.get("gpu1") == "cancelled":
+            break
+        await asyncio.sleep(0.5)
+    assert states == {"gpu1": "cancelled", "gpu2": "failed"}, states
+    assert await _active_allocations(fleet_cli) == []

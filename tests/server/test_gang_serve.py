@@ -1,0 +1,40 @@
+"""Gangs through a real `fleet serve`: the server claims, starts and follows every node, the
+client sees each node's prefixed output, the gang's end, and one folded row; a failing node
+ends the gang with its code."""
+
+from __future__ import annotations
+
+from tests.server.conftest import ServeLabFactory
+
+NODE = """\
+import os, sys
+print("rank", os.environ["NODE_RANK"], "of", os.environ["NNODES"], "cuda",
+      os.environ["CUDA_VISIBLE_DEVICES"], "master", os.environ["MASTER_ADDR"],
+      os.environ["MASTER_PORT"], flush=True)
+sys.exit(int(os.environ["NODE_RANK"]) * int(sys.argv[1]))
+"""
+
+
+async def test_a_gang_through_the_server(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(2, 2)
+    await lab.serve()
+    script = lab.cli.home / "node.py"
+    script.write_text(NODE)
+
+    result = await lab.run("dispatch", "--nodes", "2", "--gpus-per-node", "2", str(script), "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(line for line in result.stdout.splitlines() if "rank" in line)
+    assert [line.split("] ")[0] for line in lines] == ["[0/gpu1", "[1/gpu2"]
+    assert all(" of 2 cuda " in line for line in lines)
+    ports = {line.split()[-1] for line in lines}
+    assert len(ports) == 1 and ports.pop().isdigit()
+    assert "started on 2 nodes" in result.stderr and "node 1 (task" in result.stderr
+    listing = (await lab.run("--json", "tasks", "--all")).json()["tasks"]
+    assert [(task["state"], task["group"]["nodes"]) for task in listing] == [("succeeded", 2)]
+
+    failed = await lab.run("dispatch", "--nodes", "2", str(script), "5")
+    assert failed.returncode == 5, failed.stdout + failed.stderr
+    assert "node 1 (gpu2): exit code 5" in failed.stderr
+    allocations = (await lab.run("--json", "allocations")).json()["allocations"]
+    assert allocations == []
