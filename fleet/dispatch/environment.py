@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
+from fleet.dispatch.spec import RESERVED_ENV
 from fleet.errors import ConfigError
 
 KINDS = ("venv", "conda", "container")
@@ -29,8 +30,6 @@ CONDA_PLACES = ("$HOME/miniconda3/bin/conda", "$HOME/anaconda3/bin/conda",
                 "$HOME/miniforge3/bin/conda", "/opt/conda/bin/conda")
 CHECK_EXIT = 3  # the check's exit status when the host cannot satisfy the environment
 _MAX_VALUE = 1024
-# Names the task's own variables that a container is given (values stay in the environment).
-_TASK_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "FLEET_TASK_ID", "FLEET_TASK_DIR")
 
 
 def host_path(path: str) -> str:
@@ -183,7 +182,9 @@ class TaskEnvironment:
         options = ["run", "--rm", "--name", q(container_name(task_dir)), "--network", "host",
                    "--ipc", "host", "-w", '"$PWD"']
         options += [part for mount in mounts for part in ("-v", mount)]
-        options += [part for name in (*_TASK_VARIABLES, *env_names) for part in ("-e", q(name))]
+        # Variables go by name only: their values stay in the environment, off the command line.
+        names = (*sorted(RESERVED_ENV), *env_names)
+        options += [part for name in names for part in ("-e", q(name))]
         if runtime == "docker":
             options += ["--user", '"$(id -u):$(id -g)"']
             if gpu_uuids:  # docker's --gpus value is CSV: the quotes keep the commas in it

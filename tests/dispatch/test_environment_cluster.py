@@ -119,6 +119,8 @@ async def test_conda_missing_from_the_host_fails_the_start(cli: FleetCli) -> Non
 
 async def test_conda_in_miniconda3_runs_the_named_environment(env_lab: Cluster,
                                                               cli: FleetCli) -> None:
+    """With a stand-in conda (FAKE_CONDA, not real conda) in ~/miniconda3: fleet finds it
+    there, checks the environment, runs the script through `conda run`, and records it."""
     base = env_lab.host(HOST).home_dir / "miniconda3"
     try:
         conda = base / "bin" / "conda"
