@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from fleet.dispatch.array import ArrayMember
     from fleet.dispatch.array_spec import ArraySpec
     from fleet.dispatch.request import DispatchRequest, StartedTask
+    from fleet.records import TaskRow
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,6 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
                         lost_after_s: float) -> int:
     """Record and drive the array to its end; exit 0 only when every member succeeded."""
     from fleet.cli.signals import stop_on_signals
-    from fleet.dispatch.array import array_summary
-    from fleet.errors import ConfigError
-
-    if service.remote:
-        raise ConfigError("--array through fleet serve is not supported yet: run it with "
-                          "--server none on a machine with the database")
-    from fleet.service import Fleet
-
-    assert isinstance(service, Fleet)
 
     def started(index: int, node: StartedTask) -> None:
         indices = ",".join(str(i) for i in node.gpu_indices)
@@ -66,6 +58,18 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
         say("cancelling the array…" if count == 1 else "already cancelling the array")
 
     async with stop_on_signals(on_signal) as stop:
+        if service.remote:
+            from fleet.client.remote import RemoteFleet
+
+            assert isinstance(service, RemoteFleet)
+            array_id, rows = await service.dispatch_array(
+                plan.request, plan.spec, plan.members,
+                on_output=lambda data: write_output(data, to_stderr=as_json), on_event=say,
+                stop=stop, lost_after_s=lost_after_s)
+            return _report(array_id, rows, as_json)
+        from fleet.service import Fleet
+
+        assert isinstance(service, Fleet)
         array_id, rows = await service.dispatch_array(
             plan.request, plan.spec, plan.members,
             on_output=lambda data: write_output(data, to_stderr=as_json),
@@ -73,6 +77,13 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
                 f"array {ids[0]}: {len(ids)} tasks ({ids[0]}…{ids[-1]}), at most "
                 f"{plan.spec.max_running or 'all'} at once"),
             stop=stop, lost_after_s=lost_after_s)
+    return _report(array_id, rows, as_json)
+
+
+def _report(array_id: int, rows: list[TaskRow], as_json: bool) -> int:
+    """The array's summary on stderr, its id (or every member as JSON); its exit code."""
+    from fleet.dispatch.array import array_summary
+
     text, code = array_summary(rows)
     say(f"array {array_id}: {text}")
     if as_json:

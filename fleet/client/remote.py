@@ -18,6 +18,8 @@ from fleet.wire.identity import WhoAmI
 # and fleet.model's dataclasses) load in the methods that use them: `fleet dispatch` needs none.
 
 if TYPE_CHECKING:
+    from fleet.dispatch.array import ArrayMember
+    from fleet.dispatch.array_spec import ArraySpec
     from fleet.dispatch.ending import Ending, ReconcileReport
     from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.fanout import HostStatus, ProgressCallback
@@ -301,6 +303,40 @@ class RemoteFleet:
                            lambda task_id: self.cancel(task_id, grace_s=request.grace_s))
         assert stream.started is not None and stream.ending is not None
         return stream.started, stream.ending
+
+    async def dispatch_array(
+        self, request: DispatchRequest, spec: ArraySpec, members: Sequence[ArrayMember], *,
+        on_output: Callable[[bytes], None], on_event: Callable[[str], None],
+        stop: asyncio.Event | None = None, lost_after_s: float | None = None,
+    ) -> tuple[int, list[TaskRow]]:
+        """Hand a job array to the server, which records and drives it; stream it to its end
+        (as `Fleet.dispatch_array`). Setting `stop` cancels the array's unfinished members."""
+        import msgspec
+
+        from fleet.client.task_stream import DispatchStream
+        from fleet.dispatch.staging import pack
+        from fleet.wire.dispatch import ArraySubmit
+
+        stream = DispatchStream(self.transport, on_output, on_event)
+        submitted = msgspec.structs.replace(
+            pack(request, follow=True, lost_after_s=lost_after_s),
+            array=ArraySubmit(spec.text, tuple(member.request.args for member in members)))
+        reader = asyncio.ensure_future(stream.read(submitted))
+        stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        try:
+            if stopper is not None:
+                await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                if not reader.done() and stream.task_id is not None:
+                    await self.cancel(stream.task_id, grace_s=request.grace_s)
+            await reader
+        except ServerUnavailable as exc:
+            raise stream.lost(exc) from exc
+        finally:
+            for pending in (reader, stopper):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+        assert stream.task_id is not None  # read() returned at `ended`, after `submitted`
+        return stream.task_id, await self.members(stream.task_id)
 
     async def follow(self, task_id: int, *, on_output: Callable[[bytes], None],
                      stop: asyncio.Event | None = None, follow: bool = True,

@@ -71,8 +71,20 @@ async def submit_task(request: web.Request) -> web.StreamResponse:
         remove_tree(staged)
         raise
     job = DispatchJob()
-    jobs.start(run_dispatch(fleet, job, dispatch_request, submitted, caller, jobs, staged),
-               f"fleet-serve-dispatch-{caller.user}", staged)
+    if submitted.array is not None:
+        from fleet.server.array_job import array_members, run_array_job
+
+        try:
+            spec, members = array_members(dispatch_request, submitted.array)
+        except BaseException:
+            remove_tree(staged)
+            raise
+        jobs.start(run_array_job(fleet, job, dispatch_request, spec, members, submitted,
+                                 caller, staged),
+                   f"fleet-serve-array-{caller.user}", staged)
+    else:
+        jobs.start(run_dispatch(fleet, job, dispatch_request, submitted, caller, jobs, staged),
+                   f"fleet-serve-dispatch-{caller.user}", staged)
     response = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
     ended = False
     try:

@@ -19,6 +19,14 @@ class UploadEntry(Struct, frozen=True, forbid_unknown_fields=True):
     mode: int = 0o600
 
 
+class ArraySubmit(Struct, frozen=True, forbid_unknown_fields=True):
+    """A job array's part of a submission: its spec (`0-15%4`) and each member's arguments
+    (placeholders already filled in by the client), in index order."""
+
+    spec: str
+    member_args: tuple[tuple[str, ...], ...]
+
+
 class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/tasks`: what `fleet dispatch` was asked, with the files themselves.
 
@@ -50,6 +58,7 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     environment: dict[str, str] | None = None  # --venv/--conda/--container: {kind, value}
     snapshot: dict[str, Any] | None = None  # --snapshot: its files are under snapshot/
     hostfile: str = "hostfile"  # a gang's (placement.nodes > 1) hostfile in each task dir
+    array: ArraySubmit | None = None  # --array: one task per index, driven by the server
 
 
 class SubmittedEvent(Struct, frozen=True):

@@ -38,3 +38,29 @@ async def test_a_gang_through_the_server(serve_lab: ServeLabFactory) -> None:
     assert "node 1 (gpu2): exit code 5" in failed.stderr
     allocations = (await lab.run("--json", "allocations")).json()["allocations"]
     assert allocations == []
+
+
+MEMBER = """\
+import os, sys
+index = int(os.environ["FLEET_ARRAY_INDEX"])
+print("member", index, "of", os.environ["FLEET_ARRAY_SIZE"], "args", *sys.argv[1:], flush=True)
+sys.exit(4 if index == 2 else 0)
+"""
+
+
+async def test_an_array_through_the_server(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(2, 1)
+    await lab.serve()
+    script = lab.cli.home / "member.py"
+    script.write_text(MEMBER)
+
+    result = await lab.run("dispatch", "--array", "0-5%2", str(script), "--x={index}")
+
+    assert result.returncode == 4, result.stdout + result.stderr
+    lines = sorted(line.split("] ", 1)[1] for line in result.stdout.splitlines() if "] " in line)
+    assert lines == [f"member {i} of 6 args --x={i}" for i in range(6)]
+    assert "1 failed, 5 succeeded" in result.stderr and "index 2: exit code 4" in result.stderr
+    (row,) = (await lab.run("--json", "tasks", "--all")).json()["tasks"]
+    assert row["group"]["kind"] == "array" and row["group"]["states"] == {
+        "failed": 1, "succeeded": 5}
+    assert (await lab.run("--json", "allocations")).json()["allocations"] == []

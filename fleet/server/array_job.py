@@ -1,0 +1,94 @@
+"""A job array submitted through `fleet serve`: the server records and drives it, and streams
+its members' output and progress to the client until the array ends.
+
+The client's stream carries `submitted` (the array's id), `waiting` lines (members starting
+and ending), prefixed `output`, then `ended` (the array's state, its exit code and the summary
+as the error). A client that goes away leaves the array running; `fleet cancel ARRAY` stops it.
+Arrays are not kept across a server restart: a stopping server cancels their unfinished
+members (they are not resumed as single queued tasks are).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleet.errors import ConfigError, FleetError
+from fleet.wire import dispatch as wire
+from fleet.wire import errors as wire_errors
+
+if TYPE_CHECKING:
+    from fleet.caller import Caller
+    from fleet.dispatch.array import ArrayMember
+    from fleet.dispatch.array_spec import ArraySpec
+    from fleet.dispatch.request import DispatchRequest, StartedTask
+    from fleet.server.jobs import DispatchJob
+    from fleet.service import Fleet
+
+log = logging.getLogger(__name__)
+
+
+def array_members(request: DispatchRequest, array: wire.ArraySubmit
+                  ) -> tuple[ArraySpec, list[ArrayMember]]:
+    """The array's spec and members from a submission; ConfigError (a 400) when they do not
+    match (the client checked the spec's size limit and filled the placeholders)."""
+    from fleet.dispatch.array import ARRAY_ENV_NAMES, ArrayMember
+    from fleet.dispatch.array_spec import parse_array
+
+    spec = parse_array(array.spec, force=True)
+    if len(array.member_args) != spec.size:
+        raise ConfigError(f"--array {array.spec!r}: {len(array.member_args)} members' "
+                          f"arguments for {spec.size} indices")
+    clash = sorted(name for name, _value in request.env if name in ARRAY_ENV_NAMES)
+    if clash:
+        raise ConfigError(f"--env {', '.join(clash)}: fleet sets this for array members")
+    members = [ArrayMember(index, replace(request, args=tuple(args), wait=True))
+               for index, args in zip(spec.indices, array.member_args, strict=True)]
+    for member in members:
+        member.request.validate()
+    return spec, members
+
+
+async def run_array_job(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
+                        spec: ArraySpec, members: list[ArrayMember],
+                        submitted: wire.SubmitRequest, caller: Caller, staged: Path) -> None:
+    """Drive the array for `caller`, streaming its events to `job`."""
+    from fleet.dispatch.array import array_summary
+    from fleet.dispatch.records import now_s
+    from fleet.render.task_groups import fold_group
+    from fleet.server.jobs import remove_tree
+
+    def recorded(ids: list[int]) -> None:
+        job.task_id = ids[0]
+        job.started = True  # a client falling behind must not cancel the whole array
+        job.emit("submitted", wire.SubmittedEvent(ids[0]))
+        job.emit("waiting", wire.WaitingEvent(
+            f"array {ids[0]}: {len(ids)} tasks, at most {spec.max_running or 'all'} at once"))
+
+    def started(index: int, node: StartedTask) -> None:
+        indices = ",".join(str(i) for i in node.gpu_indices)
+        job.emit("waiting", wire.WaitingEvent(
+            f"array index {index} (task {node.task_id}) started on {node.host.name} GPU "
+            f"{indices}"))
+
+    try:
+        array_id, rows = await fleet.dispatch_array(
+            request, spec, members,
+            on_output=lambda data: job.emit("output", wire.OutputEvent(data)),
+            on_event=lambda message: job.emit("waiting", wire.WaitingEvent(message)),
+            on_started=started, on_recorded=recorded, stop=job.stop,
+            lost_after_s=submitted.lost_after_s, caller=caller)
+        text, code = array_summary(rows)
+        log.info("array %d of %s ended: %s", array_id, caller.user, text)
+        job.emit("ended", wire.EndedEvent(fold_group(rows).state, code, text, now_s(), None))
+    except FleetError as exc:
+        job.emit("error", wire_errors.error_to_wire(exc)[1])
+    except Exception:  # a bug: logged with its traceback, the client told without one
+        log.exception("array of %s failed", caller.user)
+        job.emit("error", wire_errors.request_error(500, wire_errors.INTERNAL,
+                                                    "internal error (see the server's log)"))
+    finally:
+        remove_tree(staged)
+        job.finish()
