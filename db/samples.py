@@ -49,6 +49,13 @@ def record_samples(
     rows are stored. Raises (and rolls back) when any sample names an unknown host id; GPU ids
     are not checked here (no foreign key, see db.references: `fleet db check` reports them).
     """
+    return record_sample_rows(session, [_host_values(sample) for sample in host_samples],
+                              [_gpu_values(sample) for sample in gpu_samples])
+
+
+def record_sample_rows(session: Session, host_rows: Sequence[Row], gpu_rows: Sequence[Row]) -> int:
+    """record_samples for rows given as tuples in HOST_SAMPLE_FIELDS / GPU_SAMPLE_FIELDS order
+    (the monitor's path: no dataclass per reading)."""
     nulled = 0
     try:
         connection = session.connection()
@@ -58,13 +65,10 @@ def record_samples(
             # the last moments of samples (3 x wal_writer_delay, 0.6 s by default), never
             # corrupt or reorder them; claims, tasks and events' own transactions stay synchronous.
             connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
-        for table_name, samples, values in (
-            ("host_samples", host_samples, _host_values),
-            ("gpu_samples", gpu_samples, _gpu_values),
-        ):
-            if not samples:
+        for table_name, given in (("host_samples", host_rows), ("gpu_samples", gpu_rows)):
+            if not given:
                 continue
-            rows, bad = _fit(dialect, table_name, [values(sample) for sample in samples])
+            rows, bad = _fit(dialect, table_name, list(given))
             nulled += bad
             if dialect.name == "postgresql" and dialect.driver == "psycopg":
                 _copy_rows(connection, table_name, rows)

@@ -19,6 +19,13 @@ from fleet.model import GpuReport, HostSpec, ProbeReport
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+_Float = float | None
+_Int = int | None
+# HostSampleIn's and GpuSampleIn's fields, in order, as plain tuples (one per reading).
+HostSampleRow = tuple[int, int, _Float, _Float, _Float, _Float, _Int, _Int, _Int, _Int, _Int]
+GpuSampleRow = tuple[int, int, _Float, _Float, _Int, _Float, _Float, _Float, _Int, _Int, _Int,
+                     _Int, int, bool]
+
 
 def host_facts(spec: HostSpec, source: HostSource | None = None) -> HostFacts:
     """The database's view of a managed host (source: "adopted" for adopted hosts, else
@@ -86,6 +93,16 @@ def gpu_facts(report: ProbeReport) -> tuple[GpuFacts, ...]:
     return tuple(_gpu_facts(gpu) for gpu in report.gpus)
 
 
+def facts_key(report: ProbeReport) -> tuple[object, ...]:
+    """What host_probe_facts and gpu_facts take from a report, as one tuple: equal keys mean
+    equal facts (a cheap comparison for the monitor, which sees the same facts every interval)."""
+    host = report.host
+    return (host.hostname, host.kernel, host.driver_version, host.cuda_driver_version,
+            host.cpu_count, host.memory_total_bytes,
+            *[(gpu.index, gpu.uuid, gpu.name, gpu.pci_bus_id, gpu.memory_total_bytes)
+              for gpu in report.gpus])
+
+
 def record_report_facts(session: Session, host_id: int, host_name: str, report: ProbeReport,
                         now: int, *, events: bool = True) -> dict[int, int]:
     """Upsert a report's host and GPU facts; returns idx → gpu id.
@@ -113,15 +130,15 @@ def record_report_facts(session: Session, host_id: int, host_name: str, report: 
 
 def host_sample(host_id: int, ts_ms: int, report: ProbeReport) -> HostSampleIn:
     """The host_samples row of a probe report."""
+    return HostSampleIn(*host_sample_row(host_id, ts_ms, report))
+
+
+def host_sample_row(host_id: int, ts_ms: int, report: ProbeReport) -> HostSampleRow:
+    """host_sample as a tuple in HostSampleIn's field order (db.samples.record_sample_rows)."""
     host = report.host
-    return HostSampleIn(
-        host_id=host_id, ts=ts_ms, load_1m=host.load_1m, load_5m=host.load_5m,
-        load_15m=host.load_15m, cpu_busy_pct=host.cpu_busy_pct,
-        memory_available_bytes=host.memory_available_bytes,
-        disk_root_free_bytes=host.disk_root_free_bytes,
-        disk_tasks_free_bytes=host.disk_tasks_free_bytes,
-        net_rx_bytes=host.net_rx_bytes, net_tx_bytes=host.net_tx_bytes,
-    )
+    return (host_id, ts_ms, host.load_1m, host.load_5m, host.load_15m, host.cpu_busy_pct,
+            host.memory_available_bytes, host.disk_root_free_bytes, host.disk_tasks_free_bytes,
+            host.net_rx_bytes, host.net_tx_bytes)
 
 
 def _gpu_facts(gpu: GpuReport) -> GpuFacts:
@@ -131,12 +148,12 @@ def _gpu_facts(gpu: GpuReport) -> GpuFacts:
 
 def gpu_sample(gpu_id: int, ts_ms: int, gpu: GpuReport) -> GpuSampleIn:
     """The gpu_samples row of one GPU of a probe report."""
-    return GpuSampleIn(
-        gpu_id=gpu_id, ts=ts_ms, utilization_gpu_pct=gpu.utilization_gpu_pct,
-        utilization_memory_pct=gpu.utilization_memory_pct,
-        memory_used_bytes=gpu.memory_used_bytes, temperature_c=gpu.temperature_c,
-        power_draw_w=gpu.power_draw_w, fan_speed_pct=gpu.fan_speed_pct,
-        performance_state=gpu.performance_state, clock_sm_mhz=gpu.clock_sm_mhz,
-        clock_mem_mhz=gpu.clock_mem_mhz, ecc_errors_uncorrected=gpu.ecc_errors_uncorrected,
-        process_count=len(gpu.processes), lost=gpu.lost,
-    )
+    return GpuSampleIn(*gpu_sample_row(gpu_id, ts_ms, gpu))
+
+
+def gpu_sample_row(gpu_id: int, ts_ms: int, gpu: GpuReport) -> GpuSampleRow:
+    """gpu_sample as a tuple in GpuSampleIn's field order (db.samples.record_sample_rows)."""
+    return (gpu_id, ts_ms, gpu.utilization_gpu_pct, gpu.utilization_memory_pct,
+            gpu.memory_used_bytes, gpu.temperature_c, gpu.power_draw_w, gpu.fan_speed_pct,
+            gpu.performance_state, gpu.clock_sm_mhz, gpu.clock_mem_mhz,
+            gpu.ecc_errors_uncorrected, len(gpu.processes), gpu.lost)

@@ -146,6 +146,11 @@ class HealthTracker:
         gpu = None if memory is None else memory.gpus.get(index)
         return None if gpu is None else gpu.state
 
+    def gpu_states(self, host: str) -> dict[int, str]:
+        """The tracked health state of each GPU of `host` seen so far, by index."""
+        memory = self._hosts.get(host)
+        return {} if memory is None else {index: gpu.state for index, gpu in memory.gpus.items()}
+
     def observe(self, host: str, outcome: HostOutcome, reason: str | None,
                 report: ProbeReport | None, now: float) -> list[HealthChange]:
         """Take one probe outcome of `host` ("up" with a report, or a failure and its reason).
@@ -215,7 +220,10 @@ class HealthTracker:
             known.name = gpu.name or known.name
             known.uuid = gpu.uuid or known.uuid
             known.hot = self._is_hot(known.hot, gpu.temperature_c)
-            new_state, cause = self._gpu_state(gpu, known.hot)
+            new_state = self._gpu_state(gpu, known.hot)
+            if new_state == known.state:  # the common case: no event, so no cause to word
+                continue
+            cause = self._gpu_cause(gpu, new_state)
             data: dict[str, object] = {
                 "temperature_c": gpu.temperature_c,
                 "ecc_errors_uncorrected": gpu.ecc_errors_uncorrected,
@@ -262,24 +270,35 @@ class HealthTracker:
             return temperature_c >= self.settings.gpu_cool_c
         return temperature_c >= self.settings.gpu_hot_c
 
-    def _gpu_state(self, gpu: GpuReport, hot: bool) -> tuple[str, str]:
-        """The state a GPU reading puts the GPU in, and why."""
+    def _gpu_state(self, gpu: GpuReport, hot: bool) -> str:
+        """The state a GPU reading puts the GPU in."""
         if gpu.lost or gpu.error is not None:
-            return GPU_FAILED, gpu.error or "NVML reports the GPU is lost"
+            return GPU_FAILED
+        if self._degradations(gpu):
+            return GPU_DEGRADED
+        return GPU_HOT if hot else GPU_OK
+
+    def _degradations(self, gpu: GpuReport) -> list[str]:
+        """What degrades a GPU in this reading (uncorrectable ECC errors, retired pages)."""
         degraded: list[str] = []
         if self.settings.ecc_uncorrected_degrades and (gpu.ecc_errors_uncorrected or 0) > 0:
             degraded.append(f"{gpu.ecc_errors_uncorrected} uncorrectable ECC errors")
         if self.settings.retired_pages_degrade and gpu.retired_pages_pending:
             degraded.append("retired pages pending")
-        if degraded:
-            return GPU_DEGRADED, ", ".join(degraded)
-        if hot:
-            return GPU_HOT, (f"temperature {_celsius(gpu.temperature_c)}, ceiling "
-                             f"{self.settings.gpu_hot_c:g} °C, ok below "
-                             f"{self.settings.gpu_cool_c:g} °C")
+        return degraded
+
+    def _gpu_cause(self, gpu: GpuReport, state: str) -> str:
+        """Why the reading puts the GPU in `state` (_gpu_state's answer for it)."""
+        if state == GPU_FAILED:
+            return gpu.error or "NVML reports the GPU is lost"
+        if state == GPU_DEGRADED:
+            return ", ".join(self._degradations(gpu))
+        if state == GPU_HOT:
+            return (f"temperature {_celsius(gpu.temperature_c)}, ceiling "
+                    f"{self.settings.gpu_hot_c:g} °C, ok below {self.settings.gpu_cool_c:g} °C")
         if gpu.temperature_c is not None:
-            return GPU_OK, f"temperature {_celsius(gpu.temperature_c)}"
-        return GPU_OK, "healthy"
+            return f"temperature {_celsius(gpu.temperature_c)}"
+        return "healthy"
 
 
 def _celsius(value: float | None) -> str:

@@ -21,7 +21,7 @@ from fleet.monitor.local import LocalStream
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.summary import MonitorSummary, SummaryCallback
-from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
+from fleet.monitor.writer import Drains, EventIn, HostOutcomeIn, SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from fleet.ssh.pool import ConnectionPool
 from fleet.storage import storage_errors
@@ -59,6 +59,7 @@ class Monitor:
         self.specs = tuple(specs)
         self.housekeeping = housekeeping
         self._allocations: dict[tuple[str, int], AllocationInfo] = {}
+        self._applied_drains = Drains()  # what _apply_drains last put on the snapshots
         self.settings = settings
         self.unmanaged = UnmanagedWatch()  # processes fleet did not start (housekeeping)
         self.options = settings.ssh.apply(ssh_options)
@@ -192,12 +193,13 @@ class Monitor:
         self.writer.add_health_changes(self.health.observe(name, "up", None, report, now), now)
         self.writer.add_host_outcome(HostOutcomeIn(name, "up", None, 0, now))
         drains = self.writer.drains
+        states = self.health.gpu_states(name)
         gpus = tuple(
             GpuSnapshot(
                 host=name,
                 index=gpu.index,
                 reading=gpu,
-                state=self.health.gpu_state(name, gpu.index) or "ok",
+                state=states.get(gpu.index, "ok"),
                 drained=(name, gpu.index) in drains.gpus,
                 drain_reason=drains.gpus.get((name, gpu.index)),
                 allocation=self._allocations.get((name, gpu.index)),
@@ -206,9 +208,9 @@ class Monitor:
             for gpu in report.gpus
         )
         self._update(
-            replace(
-                previous, state="up", reason=None, report=report, last_seen=now, gpus=gpus,
-                drained=name in drains.hosts, drain_reason=drains.hosts.get(name),
+            HostSnapshot(  # every field given: cheaper than dataclasses.replace, once per reading
+                spec=previous.spec, state="up", reason=None, report=report, last_seen=now,
+                drained=name in drains.hosts, drain_reason=drains.hosts.get(name), gpus=gpus,
             )
         )
 
@@ -293,7 +295,8 @@ class Monitor:
             self.samples_written = self.writer.stats.gpu_samples
             self._submit_hooks()
             self._sync_host_states()
-            self._apply_drains()
+            if self.writer.drains != self._applied_drains:  # new readings carry them already
+                self._apply_drains()
 
     def writer_metrics(self) -> list[MetricFamily]:
         """The monitor's own metrics: what it wrote, refused or let go, and unmanaged use."""
@@ -308,8 +311,9 @@ class Monitor:
         self._apply_drains()
 
     def _apply_drains(self) -> None:
-        """Put the stored drain flags and the current allocations on every GPU snapshot."""
-        drains = self.writer.drains
+        """Put the stored drain flags, the current allocations and unmanaged use on every GPU
+        snapshot (on_report builds a new reading's snapshots with them already)."""
+        drains = self._applied_drains = self.writer.drains
         for name, host in list(self._hosts.items()):
             gpus = tuple(
                 replace(

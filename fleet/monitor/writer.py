@@ -1,9 +1,10 @@
 """Batched recording: buffered samples, state changes and events written in one transaction.
 
 Host and GPU facts are upserted only when they differ from the last ones written (a cache per
-host), so a steady fleet costs two executemany inserts, one UPDATE of last_seen and one SELECT of
-the hosts' stored states per flush. Host outcomes are decided against those stored states
-(fleet.health.apply.record_host_outcome), so a `fleet status` run in between is taken into account.
+host), so a steady fleet costs two executemany inserts, one UPDATE of last_seen, one SELECT of
+the hosts' stored states and two of the drain flags per flush, all Core statements. Host
+outcomes are decided against those stored states (fleet.health.apply.record_host_outcome), so a
+`fleet status` run in between is taken into account.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from fleet.model import HostOutcome, HostSpec, HostState, ProbeReport
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
+    from sqlalchemy import Table
     from sqlalchemy.orm import Session
 
     from db.engine import Database
-    from db.types import GpuFacts, GpuSampleIn, HostProbeFacts, HostSampleIn, Severity
+    from db.types import Severity
+    from fleet.recorder import GpuSampleRow, HostSampleRow
 
 log = logging.getLogger("fleet.monitor.writer")
 T = TypeVar("T")
@@ -99,7 +102,7 @@ class SampleWriter:
         self._batch = _Batch()
         self._host_ids: dict[str, int] = {}
         self._gpu_ids: dict[str, dict[int, int]] = {}
-        self._facts: dict[str, tuple[HostProbeFacts, tuple[GpuFacts, ...]]] = {}
+        self._facts: dict[str, tuple[object, ...]] = {}  # facts_key last written per host
         self._lock = asyncio.Lock()
         self._applied: list[dict[str, object]] = []
         self._stored_states: dict[str, HostState] = {}
@@ -227,7 +230,7 @@ class SampleWriter:
 
     def _write(self, batch: _Batch) -> int:
         """The flush's transaction (runs in a worker thread)."""
-        from db.samples import record_samples
+        from db.samples import record_sample_rows
 
         with self.database.session() as session:
             applied, stored = self._write_outcomes(session, batch.outcomes)
@@ -235,7 +238,7 @@ class SampleWriter:
             applied += self._write_health(session, batch.health)
             self._write_events(session, batch.events)
             self._touch_hosts(session, {host for host, _ in batch.reports})
-            record_samples(session, host_samples, gpu_samples)
+            record_sample_rows(session, host_samples, gpu_samples)
             self.drains = _read_drains(session)
         self._applied.extend(applied)
         self._stored_states.update(stored)
@@ -251,23 +254,30 @@ class SampleWriter:
         """Each outcome through the host rule, in order; returns hook payloads and final states."""
         from sqlalchemy import select
 
-        from db.models import Host
         from fleet.health.apply import record_host_outcome
 
         ids = {self._host_ids[o.host] for o in outcomes if o.host in self._host_ids}
-        # One SELECT; holding the rows keeps them in the session, so each outcome below reads
-        # its host's stored state without another query.
-        rows = {row.id: row for row in session.scalars(select(Host).where(Host.id.in_(ids)))}
+        hosts = _hosts_table()
+        # One SELECT of the stored states: a good outcome of a host stored "up" changes
+        # nothing (host_transition: no write, no event), so only the others go through the rule.
+        states: dict[int, str] = {
+            host_id: state for host_id, state in session.execute(
+                select(hosts.c.id, hosts.c.state).where(hosts.c.id.in_(ids)))
+        }
         events: list[dict[str, object]] = []
         stored: dict[str, HostState] = {}
         for outcome in outcomes:
             host_id = self._host_ids.get(outcome.host)
-            if host_id is None or host_id not in rows:
+            if host_id is None or host_id not in states:
+                continue
+            if outcome.outcome == "up" and states[host_id] == "up":
+                stored[outcome.host] = "up"
                 continue
             recorded = record_host_outcome(
                 session, host_id, outcome.host, outcome.outcome, outcome.reason,
                 failures=outcome.failures, down_after=self.host_down_after, now=outcome.ts,
             )
+            states[host_id] = recorded.state
             stored[outcome.host] = recorded.state
             if recorded.applied is not None:
                 events.append(recorded.applied.event)
@@ -275,22 +285,16 @@ class SampleWriter:
 
     def _samples(
         self, session: Session, reports: list[tuple[str, ProbeReport]]
-    ) -> tuple[list[HostSampleIn], list[GpuSampleIn]]:
-        from fleet.recorder import (
-            gpu_facts,
-            gpu_sample,
-            host_probe_facts,
-            host_sample,
-            record_report_facts,
-        )
+    ) -> tuple[list[HostSampleRow], list[GpuSampleRow]]:
+        from fleet.recorder import facts_key, gpu_sample_row, host_sample_row, record_report_facts
 
-        host_samples: list[HostSampleIn] = []
-        gpu_samples: list[GpuSampleIn] = []
+        host_samples: list[HostSampleRow] = []
+        gpu_samples: list[GpuSampleRow] = []
         for host, report in reports:
             host_id = self._host_ids.get(host)
             if host_id is None:
                 continue
-            facts = (host_probe_facts(report), gpu_facts(report))
+            facts = facts_key(report)
             if self._facts.get(host) != facts or host not in self._gpu_ids:
                 self._gpu_ids[host] = record_report_facts(
                     session, host_id, host, report, int(report.timestamp), events=False
@@ -298,10 +302,11 @@ class SampleWriter:
                 self._facts[host] = facts
                 self.stats.facts_writes += 1
             ts_ms = int(report.timestamp * 1000)
-            host_samples.append(host_sample(host_id, ts_ms, report))
+            host_samples.append(host_sample_row(host_id, ts_ms, report))
             ids = self._gpu_ids[host]
             gpu_samples.extend(
-                gpu_sample(ids[gpu.index], ts_ms, gpu) for gpu in report.gpus if gpu.index in ids
+                gpu_sample_row(ids[gpu.index], ts_ms, gpu)
+                for gpu in report.gpus if gpu.index in ids
             )
         return host_samples, gpu_samples
 
@@ -334,33 +339,43 @@ class SampleWriter:
         """last_seen / last_probe_at of every host that reported, in one UPDATE."""
         from sqlalchemy import update
 
-        from db.models import Host
-
         ids = [self._host_ids[host] for host in hosts if host in self._host_ids]
         if ids:
             now = _now_s()
+            table = _hosts_table()  # a Core UPDATE: no ORM bulk-update bookkeeping per flush
             session.execute(
-                update(Host).where(Host.id.in_(ids)).values(last_seen=now, last_probe_at=now)
+                update(table).where(table.c.id.in_(ids)).values(last_seen=now, last_probe_at=now)
             )
 
 
+def _hosts_table() -> Table:
+    from db.models import Host
+
+    table: Table = Host.__table__  # type: ignore[assignment]
+    return table
+
+
 def _read_drains(session: Session) -> Drains:
+    """The stored drain flags, read with Core selects (they run every flush)."""
     from sqlalchemy import select
 
-    from db.models import Gpu, Host
+    from db.models import Gpu
 
+    hosts_table = _hosts_table()
+    gpus_table: Table = Gpu.__table__  # type: ignore[assignment]
+    host_name, gpu = hosts_table.c.name, gpus_table.c
     hosts = {
         name: reason
         for name, reason in session.execute(
-            select(Host.name, Host.drain_reason).where(Host.drained.is_(True))
+            select(host_name, hosts_table.c.drain_reason).where(hosts_table.c.drained.is_(True))
         )
     }
     gpus = {
         (name, idx): reason
         for name, idx, reason in session.execute(
-            select(Host.name, Gpu.idx, Gpu.drain_reason)
-            .join(Host, Host.id == Gpu.host_id)
-            .where(Gpu.drained.is_(True))
+            select(host_name, gpu.idx, gpu.drain_reason)
+            .select_from(gpus_table.join(hosts_table, hosts_table.c.id == gpu.host_id))
+            .where(gpu.drained.is_(True))
         )
     }
     return Drains(hosts, gpus)

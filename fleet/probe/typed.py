@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Annotated
 
 import msgspec
@@ -15,6 +16,7 @@ from fleet.probe.bounds import (
     MAX_MESSAGE_CHARS,
     MAX_NAME_CHARS,
     MAX_PROCESSES_PER_GPU,
+    MAX_WARNINGS,
     capped_warnings,
     sanitize_text,
 )
@@ -96,6 +98,7 @@ class _WireLine(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _DECODER = msgspec.json.Decoder(_WireLine)
+_GPU_REPORTS = tuple[GpuReport, ...]
 
 
 def _text(value: str | None, limit: int = MAX_NAME_CHARS) -> str | None:
@@ -111,6 +114,63 @@ def typed_report(line: bytes | str) -> ProbeReport | None:
     method = _text(wire.method) or "nvml"
     if wire.schema != PROBE_SCHEMA_VERSION or method not in KNOWN_METHODS:
         return None
+    report = _converted(wire) if _needs_no_cleaning(line, wire) else None
+    return report if report is not None else _built(wire, method)
+
+
+def _clean(values: Iterable[str | None], limit: int) -> bool:
+    """Whether sanitize_text leaves each value as it is, given printable ASCII text: none is
+    longer than `limit` or starts or ends with a space (the only white space such text has)."""
+    texts = [value for value in values if value]
+    if not texts:
+        return True
+    joined = "\0".join(texts)  # NUL is in no such text: it marks where each one starts and ends
+    return (max(map(len, texts)) <= limit and joined[0] != " " and joined[-1] != " "
+            and " \0" not in joined and "\0 " not in joined)
+
+
+def _needs_no_cleaning(line: bytes | str, wire: _WireLine) -> bool:
+    """Whether every text of the line is already what sanitize_text would make of it.
+
+    Raw JSON without a backslash has no escapes, so its strings hold only the characters on
+    the line; ASCII without DEL is printable there (JSON forbids raw control characters).
+    """
+    if not isinstance(line, bytes) or not line.isascii() or b"\\" in line or b"\x7f" in line:
+        return False
+    host = wire.host
+    gpus = wire.gpus or ()
+    names = [wire.method, host.hostname, host.kernel, host.driver_version,
+             host.cuda_driver_version, host.nvml_version, host.python_version]
+    messages = [wire.gpu_reason, *(wire.warnings or ())]
+    last_index = -1
+    for gpu in gpus:
+        if gpu.index <= last_index:  # out of order or repeated: the builder sorts or refuses
+            return False
+        last_index = gpu.index
+        names += (gpu.uuid, gpu.name, gpu.pci_bus_id)
+        names += (text for process in gpu.processes or () for text in (process.name, process.user))
+        messages.append(gpu.error)
+    return (len(wire.warnings or ()) <= MAX_WARNINGS and _clean(names, MAX_NAME_CHARS)
+            and _clean(messages, MAX_MESSAGE_CHARS))
+
+
+def _converted(wire: _WireLine) -> ProbeReport | None:
+    """The report built in C from the validated structs (texts already clean), or None where a
+    value does not fit the report's own types (`lost: null`: the builder makes that False)."""
+    try:
+        host = msgspec.convert(wire.host, HostReport, from_attributes=True)
+        gpus = msgspec.convert(wire.gpus or (), _GPU_REPORTS, from_attributes=True)
+    except msgspec.ValidationError:
+        return None
+    return ProbeReport(
+        schema=PROBE_SCHEMA_VERSION, timestamp=wire.ts, host=host, gpus=gpus,
+        gpu_reason=wire.gpu_reason, method=wire.method or "nvml",
+        warnings=tuple(wire.warnings or ()),
+    )
+
+
+def _built(wire: _WireLine, method: str) -> ProbeReport | None:
+    """The report built field by field, each text through sanitize_text."""
     gpus = [_typed_gpu(gpu) for gpu in wire.gpus or ()]
     if len({gpu.index for gpu in gpus}) != len(gpus):
         return None

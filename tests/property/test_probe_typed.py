@@ -13,7 +13,7 @@ from fleet.errors import ProbeError
 from fleet.model import ProbeReport
 from fleet.probe.bounds import MAX_INT
 from fleet.probe.parse import parse_probe_line, parse_probe_line_lenient
-from fleet.probe.typed import typed_report
+from fleet.probe.typed import _DECODER, _needs_no_cleaning, typed_report
 from tests.property.test_parsers import PROPERTY_SETTINGS, hostile_text, json_values
 from tests.unit.test_probe_parse import _gpu, _line
 
@@ -92,16 +92,21 @@ def test_typed_and_lenient_parsers_agree(
     for name in drop:
         line.pop(name, None)
     try:
-        encoded = json.dumps(line, allow_nan=True).encode()
+        spaced = json.dumps(line, allow_nan=True).encode()
+        compact = json.dumps(line, allow_nan=True, separators=(",", ":")).encode()
+        raw = json.dumps(line, allow_nan=True, separators=(",", ":"), ensure_ascii=False)
     except (ValueError, RecursionError):
         return  # not encodable at all: nothing to compare
-    assert _outcome(parse_probe_line, encoded) == _outcome(parse_probe_line_lenient, encoded)
+    # The probe's own (compact) form is the one the C conversion takes when texts are clean.
+    for encoded in (spaced, compact, raw.encode("utf-8", "surrogatepass")):
+        assert _outcome(parse_probe_line, encoded) == _outcome(parse_probe_line_lenient, encoded)
 
 
 def test_a_probe_line_takes_the_typed_path_and_a_surprise_does_not() -> None:
     line = _line(gpus=[_gpu(index) for index in range(8)], warnings=["gpu 3: fan: \x1b[2Jodd"])
     encoded = json.dumps(line, separators=(",", ":")).encode()
     assert typed_report(encoded) is not None
+    assert not _needs_no_cleaning(encoded, _DECODER.decode(encoded))  # the escape: sanitized
     assert typed_report(encoded) == parse_probe_line_lenient(encoded, "h")
     assert typed_report(encoded + b"\n") is not None
     line["gpus"][2]["temperature_c"] = "hot"  # the lenient path nulls it with a warning
@@ -110,3 +115,28 @@ def test_a_probe_line_takes_the_typed_path_and_a_surprise_does_not() -> None:
     report = parse_probe_line(odd, "h")
     assert report.gpus[2].temperature_c is None
     assert report.warnings[-1] == "gpus[2].temperature_c: expected finite number, got str; ignored"
+
+
+def test_a_clean_probe_line_is_converted_in_c_with_the_same_report() -> None:
+    line = _line(gpus=[_gpu(index) for index in range(8)], warnings=["gpu 3: fan: no reading"])
+    encoded = json.dumps(line, separators=(",", ":")).encode()
+    wire = _DECODER.decode(encoded)
+    assert _needs_no_cleaning(encoded, wire)
+    assert typed_report(encoded) == parse_probe_line_lenient(encoded, "h")
+    for unclean in (" padded ", "x" * 300, "caf\u00e9", "bell\u0007", "del\u007f"):
+        line["gpus"][1]["name"] = unclean
+        odd = json.dumps(line, separators=(",", ":")).encode()
+        assert not _needs_no_cleaning(odd, _DECODER.decode(odd)), unclean
+        assert typed_report(odd) == parse_probe_line_lenient(odd, "h")
+    line["gpus"][1]["name"] = "NVIDIA A100"
+    for where, unclean in (("warnings", [" first text"]), ("gpu_reason", "last text ")):
+        odd = json.dumps({**line, where: unclean}, separators=(",", ":")).encode()
+        assert not _needs_no_cleaning(odd, _DECODER.decode(odd)), unclean
+        assert typed_report(odd) == parse_probe_line_lenient(odd, "h")
+    line["gpus"][1]["lost"] = None  # the report's own type refuses it: built field by field
+    nulled = json.dumps(line, separators=(",", ":")).encode()
+    assert typed_report(nulled) == parse_probe_line_lenient(nulled, "h")
+    assert typed_report(nulled).gpus[1].lost is False  # type: ignore[union-attr]
+    line["gpus"].reverse()  # out of order: sorted by the builder, as the lenient path does
+    reordered = json.dumps(line, separators=(",", ":")).encode()
+    assert typed_report(reordered) == parse_probe_line_lenient(reordered, "h")
