@@ -319,8 +319,13 @@ async def attend_gang(context: FleetContext, gang: GangStart | Sequence[StartedT
                       grace_s: float = DEFAULT_GRACE_S,
                       lost_after_s: float = DEFAULT_LOST_AFTER_S,
                       detach_on_stop: bool = False) -> Ending | None:
-    """Follow every node to its end with prefixed output; the first node that fails or is
-    lost has the others cancelled, and its ending is the gang's (succeeded when all did).
+    """Follow every node to its end with prefixed output, and end the gang together:
+
+    - the first node that fails or is lost has the others cancelled, and its ending is the
+      gang's;
+    - when rank 0 succeeds, the others get `grace_s` to end on their own and are then
+      cancelled (as a batch job ends with its script: an MPI or DeepSpeed launcher on rank 0),
+      and rank 0's ending is the gang's.
 
     `stop` cancels every node (with `detach_on_stop`, only stops following: None).
     """
@@ -328,10 +333,16 @@ async def attend_gang(context: FleetContext, gang: GangStart | Sequence[StartedT
     hosts: Sequence[TaskHost | None] = (gang.hosts if isinstance(gang, GangStart)
                                         else [None] * len(nodes))
     first: list[Ending] = []
+    leader: list[Ending] = []
     cancels: list[asyncio.Future[None]] = []
+    later: list[asyncio.Future[None]] = []
 
     def stopped() -> bool:
         return stop is not None and stop.is_set()
+
+    async def after_grace(task_ids: list[int]) -> None:
+        await asyncio.sleep(grace_s)
+        await cancel_members(context, task_ids, grace_s)
 
     async def follow(rank: int, node: StartedTask, host: TaskHost | None) -> Ending | None:
         prefixer = Prefixer(rank, node.host.name, on_output)
@@ -341,10 +352,15 @@ async def attend_gang(context: FleetContext, gang: GangStart | Sequence[StartedT
                                   detach_on_stop=detach_on_stop)
         finally:
             prefixer.flush()
-        if ending is not None and ending.state != "succeeded" and not first and not stopped():
+        others = [other.task_id for other in nodes if other.task_id != node.task_id]
+        if ending is None or stopped() or first:
+            return ending
+        if rank == 0 and ending.state == "succeeded":
+            leader.append(ending)
+            later.append(asyncio.ensure_future(after_grace(others)))
+        elif ending.state != "succeeded" and not (leader and ending.state == "cancelled"):
             first.append(replace(ending, error=f"node {rank} ({node.host.name}): "
                                  f"{ending.error or ending.state}"))
-            others = [other.task_id for other in nodes if other.task_id != node.task_id]
             cancels.append(asyncio.ensure_future(cancel_members(context, others, grace_s)))
         return ending
 
@@ -352,7 +368,9 @@ async def attend_gang(context: FleetContext, gang: GangStart | Sequence[StartedT
         endings = await asyncio.gather(*(follow(rank, node, host) for rank, (node, host)
                                          in enumerate(zip(nodes, hosts, strict=True))))
     finally:
-        for job in cancels:
+        for job in later:  # every member has ended: nothing is left to cancel
+            job.cancel()
+        for job in [*cancels, *later]:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
     if detach_on_stop and stopped():
@@ -362,6 +380,8 @@ async def attend_gang(context: FleetContext, gang: GangStart | Sequence[StartedT
     done = [ending for ending in endings if ending is not None]
     if len(done) == len(endings) and all(ending.state == "succeeded" for ending in done):
         return max(done, key=lambda ending: ending.ended_at)
+    if leader:
+        return leader[0]
     return next((ending for ending in done if ending.state != "succeeded"),
                 Ending("cancelled", None, "cancelled", now_s(), None))
 

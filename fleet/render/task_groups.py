@@ -1,7 +1,8 @@
 """Gangs and arrays as `fleet tasks` shows them: one row per group, folded from its members.
 
 A gang's state is its members' while they are alike; once any ended badly it is the first
-such member's (a cancelled sibling is the consequence, not the cause). An array's state is the
+such member's (a cancelled sibling is the consequence, not the cause), and a gang whose rank 0
+succeeded and whose other nodes were only cancelled after it succeeded. An array's state is the
 most advanced of its members' (running, then starting, placing, queued), and when all ended,
 `succeeded` only if every member did; the row's error column counts members per state.
 """
@@ -33,7 +34,10 @@ def _counts_text(counts: Mapping[str, int]) -> str:
 
 def _first_failure(members: Sequence[TaskRow]) -> TaskRow | None:
     bad = [m for m in members if m.is_final and m.state != "succeeded"]
-    causes = [m for m in bad if m.state != "cancelled"] or bad
+    causes = [m for m in bad if m.state != "cancelled"]
+    if not causes and members[0].group_kind == "gang" and members[0].state == "succeeded":
+        return None  # the others were ended with rank 0
+    causes = causes or bad
     return min(causes, key=lambda m: (m.ended_at or 0, m.group_index or 0), default=None)
 
 
