@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import BigInteger, Float, Select, cast, func, literal, literal_column, select
 from sqlalchemy.orm import Session
@@ -49,27 +52,22 @@ def gpu_history(
             query = query.where(Gpu.uuid == gpu)
     if limit is not None:
         query = query.limit(limit)
+    return history_points(session.connection().execute(query).all())
+
+
+def history_points(rows: Sequence[Sequence[Any]]) -> list[GpuHistoryPoint]:
+    """Points from rows whose columns are GpuHistoryPoint's fields in order (as the queries
+    here select them); unpacked by position, several times cheaper than by name."""
     return [
-        GpuHistoryPoint(
-            host=row.host,
-            gpu_idx=row.gpu_idx,
-            uuid=row.uuid,
-            gpu_id=row.gpu_id,
-            ts_ms=int(row.ts_ms),
-            samples=int(row.samples),
-            util_avg=row.util_avg,
-            util_max=row.util_max,
-            mem_used_avg=row.mem_used_avg,
-            mem_used_max=None if row.mem_used_max is None else int(row.mem_used_max),
-            temp_avg=row.temp_avg,
-            temp_max=row.temp_max,
-            power_avg=row.power_avg,
-            power_max=row.power_max,
-        )
-        for row in session.execute(query)
+        GpuHistoryPoint(host, gpu_idx, uuid, gpu_id, int(ts_ms), int(samples), util_avg,
+                        util_max, mem_used_avg, None if mem_used_max is None else int(mem_used_max),
+                        temp_avg, temp_max, power_avg, power_max)
+        for (host, gpu_idx, uuid, gpu_id, ts_ms, samples, util_avg, util_max, mem_used_avg,
+             mem_used_max, temp_avg, temp_max, power_avg, power_max) in rows
     ]
 
 
+@lru_cache(maxsize=1)
 def _raw() -> Select[tuple[object, ...]]:
     """One point per sample: avg and max are the sample's own value."""
     return select(
@@ -90,11 +88,13 @@ def _raw() -> Select[tuple[object, ...]]:
     ).order_by(GpuSample.ts, Host.name, Gpu.idx)
 
 
+@lru_cache(maxsize=32)
 def _bucketed(bucket_ms: int) -> Select[tuple[object, ...]]:
     """One point per GPU and bucket; `//` on integers renders integer division on both backends.
 
     The bucket width is inlined (it is an int) so that the SELECT and GROUP BY expressions are
-    identical text, which PostgreSQL requires.
+    identical text, which PostgreSQL requires. Kept per width: a Select is immutable (each
+    .where() makes a new one), and building this one costs ~2 ms of Python per query.
     """
     width = literal_column(str(int(bucket_ms)), BigInteger)
     bucket_start = ((GpuSample.ts // width) * width).label("ts_ms")

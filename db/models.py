@@ -173,9 +173,14 @@ class GpuSample(Base):
 
 
 class GpuSampleMinute(Base):
-    """Per-minute rollup of gpu_samples (bucket_ts: bucket start in epoch milliseconds)."""
+    """Per-minute rollup of gpu_samples (bucket_ts: bucket start in epoch milliseconds).
+
+    `*_samples`: how many of the minute's samples had that reading (the weights of its
+    averages); NULL, like mem_used_avg, in minutes rolled up before migration 0013.
+    """
 
     __tablename__ = "gpu_samples_1m"
+    __table_args__ = (Index("ix_gpu_samples_1m_bucket_ts", "bucket_ts"),)
 
     gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
     bucket_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -187,6 +192,11 @@ class GpuSampleMinute(Base):
     temp_max: Mapped[float | None] = mapped_column(Float)
     power_avg: Mapped[float | None] = mapped_column(Float)
     power_max: Mapped[float | None] = mapped_column(Float)
+    mem_used_avg: Mapped[float | None] = mapped_column(Float)
+    util_samples: Mapped[int | None] = mapped_column(Integer)
+    mem_used_samples: Mapped[int | None] = mapped_column(Integer)
+    temp_samples: Mapped[int | None] = mapped_column(Integer)
+    power_samples: Mapped[int | None] = mapped_column(Integer)
 
 
 class Task(Base):

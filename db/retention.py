@@ -44,10 +44,11 @@ def rollup_watermark_ms(session: Session) -> int | None:
 def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
     """Aggregate raw GPU samples of every complete minute before `until_ms` not yet rolled up.
 
-    Each (GPU, minute) gets one row: sample count, utilisation avg/max, memory used max,
-    temperature avg/max, power avg/max (NULL readings skipped). Pass `until_ms` a little in
-    the past (e.g. now minus two flush intervals) so samples still buffered by the monitor
-    have landed before their minute is closed. Not committed: the caller's session decides.
+    Each (GPU, minute) gets one row: sample count, utilisation avg/max, memory used avg/max,
+    temperature avg/max, power avg/max (NULL readings skipped), and per reading how many
+    samples had it (what a longer bucket weights this minute's averages by). Pass `until_ms`
+    a little in the past (e.g. now minus two flush intervals) so samples still buffered by the
+    monitor have landed before their minute is closed. Not committed: the caller's session decides.
     """
     end_ms = (until_ms // MINUTE_MS) * MINUTE_MS
     start_ms = rollup_watermark_ms(session)
@@ -72,6 +73,11 @@ def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
             func.max(GpuSample.temperature_c),
             cast(func.avg(GpuSample.power_draw_w), Float),
             func.max(GpuSample.power_draw_w),
+            cast(func.avg(GpuSample.memory_used_bytes), Float),
+            func.count(GpuSample.utilization_gpu_pct),
+            func.count(GpuSample.memory_used_bytes),
+            func.count(GpuSample.temperature_c),
+            func.count(GpuSample.power_draw_w),
         )
         # Samples of a missing GPU (no foreign key refuses them, see db.references) are not
         # rolled up: the rollup's own key to gpus would fail the whole pass.
@@ -81,7 +87,8 @@ def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
     )
     statement = insert(GpuSampleMinute).from_select(
         ["gpu_id", "bucket_ts", "samples", "util_avg", "util_max", "mem_used_max", "temp_avg",
-         "temp_max", "power_avg", "power_max"],
+         "temp_max", "power_avg", "power_max", "mem_used_avg", "util_samples",
+         "mem_used_samples", "temp_samples", "power_samples"],
         source,
     )
     # psycopg resets an INSERT ... SELECT's rowcount when its cursor closes unless kept.

@@ -1,15 +1,24 @@
-"""GPU history reaching past raw retention: old buckets are read from the 1-minute rollups."""
+"""Bucketed GPU history read from the 1-minute rollups, with only the unrolled edges from raw.
+
+A bucket of whole minutes is answered from gpu_samples_1m when all its minutes are rolled up:
+counts are summed, maxima taken, and each mean is the mean of the minutes' means weighted by
+how many samples had that reading, so the points equal gpu_history's over the raw samples
+(exactly for counts and maxima; means up to floating-point rounding, tested within 1e-9).
+Raw samples answer the bucket holding the rollup watermark and those after it, and a first
+bucket that `since_ms` cuts. Before the oldest raw sample (pruned) the rollups are all there is.
+"""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Float, Select, case, cast, func, literal_column, null, select
 from sqlalchemy.orm import Session
 
-from db.history import HOST_INDEX_PATTERN, gpu_history
+from db.history import HOST_INDEX_PATTERN, gpu_history, history_points
 from db.models import Gpu, GpuSample, GpuSampleMinute, Host
-from db.retention import MINUTE_MS, rollup_watermark_ms
+from db.retention import MINUTE_MS
 from db.types import GpuHistoryPoint
 
 
@@ -23,31 +32,45 @@ def gpu_history_with_rollups(
     bucket_s: int | None = None,
     limit: int | None = None,
 ) -> list[GpuHistoryPoint]:
-    """Like db.history.gpu_history, but bucketed ranges older than the oldest raw sample are
-    answered from gpu_samples_1m (whole buckets up to the rollup watermark), the rest from raw.
+    """db.history.gpu_history's points, with every rolled-up bucket read from gpu_samples_1m.
 
-    Used only when `bucket_s` is a whole number of minutes; raw (unbucketed) queries and ranges
-    raw samples still cover go to gpu_history unchanged. Rollup points have mem_used_avg None
-    (rollups keep only the maximum) and averages weighted by each minute's sample count.
+    Only for `bucket_s` a whole number of minutes; raw (unbucketed) queries, other bucket
+    sizes and databases without rollups go to gpu_history unchanged. Samples stored after
+    their minute was rolled up (later than the retention pass's lag) are not in the rollups.
     """
-    arguments: dict[str, Any] = {"host": host, "gpu": gpu, "bucket_s": bucket_s, "limit": limit}
+    arguments: dict[str, Any] = {"host": host, "gpu": gpu, "bucket_s": bucket_s}
     if bucket_s is None or bucket_s <= 0 or bucket_s % 60 != 0:
-        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, **arguments)
-    oldest_raw = session.scalar(select(func.min(GpuSample.ts)))
-    watermark = rollup_watermark_ms(session)
-    if watermark is None or (oldest_raw is not None and since_ms >= oldest_raw):
-        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, **arguments)
+        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
+                           **arguments)
+    # The newest rollup minute's end and the oldest raw sample, in one statement.
+    newest_bucket, oldest_raw = session.connection().execute(select(
+        select(func.max(GpuSampleMinute.bucket_ts)).scalar_subquery(),
+        select(func.min(GpuSample.ts)).scalar_subquery())).one()
+    if newest_bucket is None:
+        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
+                           **arguments)
+    watermark = int(newest_bucket) + MINUTE_MS
     width_ms = bucket_s * 1000
-    boundary = min(until_ms, (watermark // width_ms) * width_ms)
-    if boundary <= since_ms:
-        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, **arguments)
-    older = _rollup_points(session, since_ms, boundary, host, gpu, width_ms, limit)
-    if limit is not None and len(older) >= limit:
-        return older[:limit]
-    remaining = None if limit is None else limit - len(older)
-    newer = gpu_history(session, since_ms=boundary, until_ms=until_ms, host=host, gpu=gpu,
-                        bucket_s=bucket_s, limit=remaining)
-    return older + newer
+    if oldest_raw is None or since_ms < oldest_raw:
+        rolled_from = since_ms  # raw samples are pruned there: rollups are all there is
+    else:
+        rolled_from = -(-since_ms // width_ms) * width_ms  # the first bucket wholly in range
+    rolled_until = (min(until_ms, watermark) // width_ms) * width_ms
+    if rolled_until <= rolled_from:
+        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
+                           **arguments)
+    points: list[GpuHistoryPoint] = []
+    for start, end, rolled in ((since_ms, rolled_from, False), (rolled_from, rolled_until, True),
+                               (rolled_until, until_ms, False)):
+        remaining = None if limit is None else limit - len(points)
+        if start >= end or remaining == 0:
+            continue
+        if rolled:
+            points += _rollup_points(session, start, end, host, gpu, width_ms, remaining)
+        else:
+            points += gpu_history(session, since_ms=start, until_ms=end, limit=remaining,
+                                  **arguments)
+    return points
 
 
 def _rollup_points(session: Session, since_ms: int, until_ms: int, host: str | None,
@@ -65,28 +88,24 @@ def _rollup_points(session: Session, since_ms: int, until_ms: int, host: str | N
             query = query.where(Gpu.uuid == gpu)
     if limit is not None:
         query = query.limit(limit)
-    return [
-        GpuHistoryPoint(
-            host=row.host, gpu_idx=row.gpu_idx, uuid=row.uuid, gpu_id=row.gpu_id,
-            ts_ms=int(row.ts_ms), samples=int(row.samples), util_avg=row.util_avg,
-            util_max=row.util_max, mem_used_avg=None,
-            mem_used_max=None if row.mem_used_max is None else int(row.mem_used_max),
-            temp_avg=row.temp_avg, temp_max=row.temp_max, power_avg=row.power_avg,
-            power_max=row.power_max,
-        )
-        for row in session.execute(query)
-    ]
+    return history_points(session.connection().execute(query).all())
 
 
-def _weighted_avg(column: Any) -> Any:
-    """Average of per-minute averages weighted by sample count, skipping minutes without data."""
-    weight = case((column.is_(None), null()), else_=GpuSampleMinute.samples)
-    total = cast(func.sum(column * GpuSampleMinute.samples), Float)
-    return total / func.nullif(func.sum(weight), 0)
+def _weighted_avg(average: Any, count: Any) -> Any:
+    """Mean of the minutes' means weighted by how many samples had the reading.
+
+    A minute rolled up before its counts existed (count NULL) weighs its sample count when
+    it has a mean; minutes without the reading weigh nothing (NULL when no minute has it).
+    """
+    weight = func.coalesce(count, GpuSampleMinute.samples)
+    total = cast(func.sum(average * weight), Float)
+    return total / func.nullif(func.sum(case((average.is_(None), null()), else_=weight)), 0)
 
 
+@lru_cache(maxsize=32)
 def _rollup_query(width_ms: int) -> Select[*tuple[Any, ...]]:
-    """One point per GPU and bucket of whole minutes (width inlined so GROUP BY text matches)."""
+    """One point per GPU and bucket of whole minutes (width inlined so GROUP BY text matches);
+    kept per width, as db.history keeps its raw queries (building it costs milliseconds)."""
     if width_ms % MINUTE_MS:
         raise ValueError(f"rollup buckets must be whole minutes, not {width_ms} ms")
     rollup = GpuSampleMinute
@@ -100,12 +119,13 @@ def _rollup_query(width_ms: int) -> Select[*tuple[Any, ...]]:
             rollup.gpu_id.label("gpu_id"),
             bucket_start,
             func.sum(rollup.samples).label("samples"),
-            _weighted_avg(rollup.util_avg).label("util_avg"),
+            _weighted_avg(rollup.util_avg, rollup.util_samples).label("util_avg"),
             func.max(rollup.util_max).label("util_max"),
+            _weighted_avg(rollup.mem_used_avg, rollup.mem_used_samples).label("mem_used_avg"),
             func.max(rollup.mem_used_max).label("mem_used_max"),
-            _weighted_avg(rollup.temp_avg).label("temp_avg"),
+            _weighted_avg(rollup.temp_avg, rollup.temp_samples).label("temp_avg"),
             func.max(rollup.temp_max).label("temp_max"),
-            _weighted_avg(rollup.power_avg).label("power_avg"),
+            _weighted_avg(rollup.power_avg, rollup.power_samples).label("power_avg"),
             func.max(rollup.power_max).label("power_max"),
         )
         .group_by(rollup.gpu_id, bucket_start, Host.name, Gpu.idx, Gpu.uuid)

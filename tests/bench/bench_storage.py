@@ -315,6 +315,14 @@ def storage(results: Results, workdir: Path, quick: bool) -> None:
     _ingest(results, workdir, runs, batches=10 if quick else 40)
     log("storage: history query")
     _history(results, workdir, runs, 1_000_000 if quick else 10_000_000)
+    log("storage: history query from rollups")
+    from tests.bench.bench_history_rollups import add_rollup_figure
+
+    sizes = []
+    for wanted in [1_000_000] if quick else [1_000_000, 10_000_000]:
+        path, rows, _, _ = _history_db(wanted)
+        sizes.append((rows, f"sqlite:///{path}", runs))
+    add_rollup_figure(results, "SQLite", sizes)
     log("storage: allocation claims")
     _claims(results, workdir, 2 if quick else 3, 3.0 if quick else 5.0)
     log("storage: PostgreSQL beside SQLite")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench.bench_history_rollups import add_rollup_figure
 from tests.bench.bench_storage import (
     BATCH_HOSTS,
     END_MS,
@@ -161,7 +162,7 @@ def storage_postgresql(results: Results, workdir: Path, quick: bool) -> None:
     samples_wanted = 1_000_000 if quick else 10_000_000
     try:
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
-            for name in ("ingest", "ingest_many", "history"):
+            for name in ("ingest", "ingest_many", "history", "history_small"):
                 admin.execute(f"CREATE DATABASE {name}")
             version = admin.execute("SHOW server_version").fetchone()
         workdir.mkdir(parents=True, exist_ok=True)
@@ -206,5 +207,12 @@ def storage_postgresql(results: Results, workdir: Path, quick: bool) -> None:
         if median is not None:
             figure.verdict = f"{median:.1f} ms: {'meets' if median < 100 else 'misses'} <100 ms"
         results.add(figure)
+
+        log("storage on PostgreSQL: history from rollups beside raw")
+        sizes = [(rows, server.url("history"), runs)]
+        if samples_wanted > 1_000_000:
+            small_rows, _ = _fill_history(server, "history_small", 1_000_000)
+            sizes.insert(0, (small_rows, server.url("history_small"), runs))
+        add_rollup_figure(results, "PostgreSQL", sizes)
     finally:
         server.stop()
