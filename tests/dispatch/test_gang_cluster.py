@@ -176,7 +176,8 @@ async def _kill_leftovers(cluster: Cluster) -> None:
         await asyncio.wait_for(kill.wait(), 10)
 
 
-def _sample_partial_claims(db: Path, stop: list[bool], seen: list[str]) -> None:
+def _sample_partial_claims(db: Path, stop: list[bool], seen: list[str],
+                           seen_running: list[int]) -> None:
     """Watch the database: a gang member holding GPUs while another member of the same gang
     has none (outside a final state) would be a partial claim."""
     while not stop[0]:
@@ -198,6 +199,8 @@ def _sample_partial_claims(db: Path, stop: list[bool], seen: list[str]) -> None:
         for group_id, _task_id, state, held in rows:
             if state in ("starting", "running"):
                 groups.setdefault(group_id, []).append(held)
+        if groups:
+            seen_running[0] += 1
         for group_id, helds in groups.items():
             if any(helds) and not all(helds):
                 seen.append(f"gang {group_id} partly claimed: {helds}")
@@ -212,8 +215,10 @@ async def test_gangs_and_single_tasks_share_eight_gpus_all_or_nothing(
                      "print(os.environ['CUDA_VISIBLE_DEVICES'])\n")
     stop: list[bool] = [False]
     seen: list[str] = []
+    seen_running = [0]  # samples that caught a gang running: the check had something to see
     sampler = asyncio.ensure_future(asyncio.to_thread(_sample_partial_claims,
-                                                      fleet_cli.db_path, stop, seen))
+                                                      fleet_cli.db_path, stop, seen,
+                                                      seen_running))
     commands = [("dispatch", "--wait", "--queue-timeout", "3m", "--nodes", "2",
                  "--gpus-per-node", "2", str(short)) for _ in range(2)]
     commands += [("dispatch", "--wait", "--queue-timeout", "3m", str(short)) for _ in range(8)]
@@ -226,6 +231,7 @@ async def test_gangs_and_single_tasks_share_eight_gpus_all_or_nothing(
     for result in results:
         assert result.returncode == 0, result.stdout + result.stderr
     assert seen == []
+    assert seen_running[0] > 0
     expanded = (await fleet_cli.run("--json", "tasks", "--all", "--expand")).json()["tasks"]
     assert len(expanded) == 12 and all(task["state"] == "succeeded" for task in expanded)
     assert await _active_allocations(fleet_cli) == []
