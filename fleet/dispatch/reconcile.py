@@ -120,13 +120,14 @@ async def _end_broken_gangs(context: FleetContext, gang_ids: set[int | None],
     succeeded (a detached gang has no dispatcher to do it; for a followed one this races it
     harmlessly)."""
     from db.tasks import group_members
-    from fleet.dispatch.gang import cancel_members
 
     for gang_id in sorted(gid for gid in gang_ids if gid is not None):
         members = await context.read("read the gang", partial(group_members, group_id=gang_id))
         leader_done = bool(members) and members[0].group_index == 0 and \
             members[0].state == "succeeded"
         if leader_done or any(m.is_final and m.state != "succeeded" for m in members):
+            from fleet.dispatch.gang import cancel_members  # SSH: only when needed
+
             active = [m.id for m in members if not m.is_final]
             await cancel_members(context, active, DEFAULT_GANG_GRACE_S)
             for member in await context.read("read the gang",
