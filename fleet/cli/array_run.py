@@ -26,6 +26,7 @@ class ArrayPlan:
     spec: ArraySpec
     request: DispatchRequest
     members: list[ArrayMember]
+    detach: bool = False  # --detach: only through fleet serve, which drives the array
 
 
 def plan_array(request: DispatchRequest, values: dict[str, Any], *, detach: bool) -> ArrayPlan:
@@ -33,15 +34,12 @@ def plan_array(request: DispatchRequest, values: dict[str, Any], *, detach: bool
     recorded: a bad spec, a values file that does not fit, a placeholder without a value."""
     from fleet.dispatch.array import plan_members
     from fleet.dispatch.array_spec import parse_array, read_values
-    from fleet.errors import ConfigError
 
-    if detach:
-        raise ConfigError("--array --detach: the array is driven by the dispatching process; "
-                          "keep it running (tmux), or submit the members one by one")
     spec = parse_array(str(values["array"]), force=bool(values.get("force")))
     path: Path | None = values.get("array_values")
     rows = read_values(path, spec.size) if path is not None else None
-    return ArrayPlan(spec, request, plan_members(request, spec, rows, str(path or "")))
+    return ArrayPlan(spec, request, plan_members(request, spec, rows, str(path or "")),
+                     detach)
 
 
 async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
@@ -57,6 +55,11 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
     def on_signal(count: int) -> None:
         say("cancelling the array…" if count == 1 else "already cancelling the array")
 
+    if plan.detach and not service.remote:
+        from fleet.errors import ConfigError
+
+        raise ConfigError("--array --detach needs fleet serve, which drives the array; "
+                          "without it the dispatching process does: keep it running (tmux)")
     async with stop_on_signals(on_signal) as stop:
         if service.remote:
             from fleet.client.remote import RemoteFleet
@@ -65,7 +68,15 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
             array_id, rows = await service.dispatch_array(
                 plan.request, plan.spec, plan.members,
                 on_output=lambda data: write_output(data, to_stderr=as_json), on_event=say,
-                stop=stop, lost_after_s=lost_after_s)
+                stop=stop, lost_after_s=lost_after_s, detach=plan.detach)
+            if plan.detach:
+                say(f"array {array_id}: {len(rows)} tasks, driven by fleet serve (fleet tasks, "
+                    f"fleet cancel {array_id})")
+                if as_json:
+                    echo_json({"array_id": array_id, "tasks": [row.id for row in rows]})
+                else:
+                    click.echo(array_id)
+                return 0
             return _report(array_id, rows, as_json)
         from fleet.service import Fleet
 

@@ -308,9 +308,11 @@ class RemoteFleet:
         self, request: DispatchRequest, spec: ArraySpec, members: Sequence[ArrayMember], *,
         on_output: Callable[[bytes], None], on_event: Callable[[str], None],
         stop: asyncio.Event | None = None, lost_after_s: float | None = None,
+        detach: bool = False,
     ) -> tuple[int, list[TaskRow]]:
         """Hand a job array to the server, which records and drives it; stream it to its end
-        (as `Fleet.dispatch_array`). Setting `stop` cancels the array's unfinished members."""
+        (as `Fleet.dispatch_array`; with `detach`, only until it is recorded). Setting `stop`
+        cancels the array's unfinished members."""
         import msgspec
 
         from fleet.client.task_stream import DispatchStream
@@ -319,7 +321,7 @@ class RemoteFleet:
 
         stream = DispatchStream(self.transport, on_output, on_event)
         submitted = msgspec.structs.replace(
-            pack(request, follow=True, lost_after_s=lost_after_s),
+            pack(request, follow=not detach, lost_after_s=lost_after_s),
             array=ArraySubmit(spec.text, tuple(member.request.args for member in members)))
         reader = asyncio.ensure_future(stream.read(submitted))
         stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None

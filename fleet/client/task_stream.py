@@ -66,6 +66,8 @@ class DispatchStream:
             async for event, data in events:
                 if event == "submitted":
                     self.task_id = decode(data, wire.SubmittedEvent).task_id
+                    if submitted.array is not None and not submitted.follow:
+                        return  # a detached array: the server drives it from here
                 elif event == "waiting" and self.on_wait is not None:
                     self.on_wait(decode(data, wire.WaitingEvent).message)
                 elif event == "started":

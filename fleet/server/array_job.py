@@ -3,7 +3,8 @@ its members' output and progress to the client until the array ends.
 
 The client's stream carries `submitted` (the array's id), `waiting` lines (members starting
 and ending), prefixed `output`, then `ended` (the array's state, its exit code and the summary
-as the error). A client that goes away leaves the array running; `fleet cancel ARRAY` stops it.
+as the error); with --detach it ends after `submitted`. A client that goes away leaves the
+array running; `fleet cancel ARRAY` stops it.
 Arrays are not kept across a server restart: a stopping server cancels their unfinished
 members (they are not resumed as single queued tasks are).
 """
@@ -66,6 +67,8 @@ async def run_array_job(fleet: Fleet, job: DispatchJob, request: DispatchRequest
         job.emit("submitted", wire.SubmittedEvent(ids[0]))
         job.emit("waiting", wire.WaitingEvent(
             f"array {ids[0]}: {len(ids)} tasks, at most {spec.max_running or 'all'} at once"))
+        if not submitted.follow:  # --detach: the client has the id; the server drives on
+            job.end_stream()
 
     def started(index: int, node: StartedTask) -> None:
         indices = ",".join(str(i) for i in node.gpu_indices)

@@ -1,8 +1,10 @@
-"""Gangs through a real `fleet serve`: the server claims, starts and follows every node, the
-client sees each node's prefixed output, the gang's end, and one folded row; a failing node
-ends the gang with its code."""
+"""Gangs and arrays through a real `fleet serve`: the server claims, starts and follows every
+node (or drives every member, also detached); the client sees prefixed output, the end, and one
+folded row; a failing node ends the gang with its code."""
 
 from __future__ import annotations
+
+import asyncio
 
 from tests.server.conftest import ServeLabFactory
 
@@ -64,3 +66,24 @@ async def test_an_array_through_the_server(serve_lab: ServeLabFactory) -> None:
     assert row["group"]["kind"] == "array" and row["group"]["states"] == {
         "failed": 1, "succeeded": 5}
     assert (await lab.run("--json", "allocations")).json()["allocations"] == []
+
+
+async def test_a_detached_array_is_driven_by_the_server(serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    await lab.serve()
+    script = lab.cli.home / "member.py"
+    script.write_text(MEMBER)
+
+    detached = await lab.run("--json", "dispatch", "--array", "0-3%1", "--detach", str(script))
+
+    assert detached.returncode == 0, detached.stderr
+    array_id = detached.json()["array_id"]
+    assert len(detached.json()["tasks"]) == 4
+    row: dict[str, object] = {}
+    for _ in range(300):  # bounded: the server runs the members one at a time
+        (row,) = (await lab.run("--json", "tasks", "--all")).json()["tasks"]
+        if row["state"] in ("succeeded", "failed"):
+            break
+        await asyncio.sleep(0.2)
+    assert row["id"] == array_id and row["state"] == "failed"
+    assert row["group"]["states"] == {"failed": 1, "succeeded": 3}
