@@ -3,10 +3,10 @@
 Every page shares one `LiveRows`. Each snapshot recomputes the rows of the hosts it names as
 changed. Two streams carry what differs: `live` the host rows' changed cells (one `rows` event,
 encoded once for every page), and `live/gpus?h=HOST…` (or `?all=1`) the changed GPU cells of the
-hosts a page shows expanded (`gpus` events, first with every cell of those GPUs, marked whole; a
-GPU its host no longer reports is sent as null, and the page removes its row). A page drawn
-at another version first gets every host row, so a reconnecting page catches up. With no page
-watching, nothing is computed until one asks.
+hosts a page shows expanded (`gpus` events, first with every cell of those GPUs and the names of
+the hosts read so far, whose lists are whole; a GPU its host no longer reports is sent as null,
+and the page removes its row). A page drawn at another version first gets every host row, so a
+reconnecting page catches up. With no page watching, nothing is computed until one asks.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -78,9 +78,13 @@ class LiveRows:
             return
         self.current()
         if {h.spec.name for h in snapshot.hosts} != set(self.rows):
-            self._pending = snapshot  # hosts came or went: pages redraw rather than patch
+            first = not self.rows
+            self._pending = snapshot
             version, _rows = self.current()
-            self.broadcaster.publish(sse_frame("reload", encode({"v": version})))
+            # Hosts came or went: pages redraw rather than patch. The first rows of a server
+            # that pages reached before its first snapshot (restarted): they get every row.
+            self.broadcaster.publish(self.full_frame() if first else
+                                     sse_frame("reload", encode({"v": version})))
             return
         now = time.time()
         names = {h.spec.name for h in snapshot.hosts} if everything else snapshot.changed
@@ -99,7 +103,7 @@ class LiveRows:
                 gpu_delta = changed_cells(old.gpus.get(key), cells)
                 if gpu_delta:
                     gpus.setdefault(new.name, {})[cells["index"]] = gpu_delta
-            for key in old.gpus.keys() - new.gpus.keys():
+            for key in old.gpus.keys() - new.gpus.keys() if new.read else ():
                 gpus.setdefault(new.name, {})[old.gpus[key]["index"]] = None
         self._computed_at = time.monotonic()
         if hosts or gpus:
@@ -174,8 +178,10 @@ class LiveRows:
         self.gpu_watchers[subscriber] = wanted
 
         def first(version: int) -> bytes:
-            return gpus_frame(version, {name: _gpu_cells(row) for name, row in self.rows.items()
-                                        if wanted is None or name in wanted}, whole=True)
+            shown = {name: row for name, row in self.rows.items()
+                     if wanted is None or name in wanted}
+            return gpus_frame(version, {name: _gpu_cells(row) for name, row in shown.items()},
+                              whole=sorted(name for name, row in shown.items() if row.read))
 
         try:
             return await self._stream(request, subscriber, first)
@@ -213,12 +219,12 @@ def rows_frame(version: int, hosts: Mapping[str, Cells]) -> bytes:
 
 
 def gpus_frame(version: int, gpus: Mapping[str, Mapping[str, Cells | None]], *,
-               whole: bool = False) -> bytes:
+               whole: Sequence[str] = ()) -> bytes:
     """Changed cells of GPUs (by host name, then index; None for a GPU gone) as one event.
 
-    `whole`: each host's GPUs are all there are (a page drops its rows of any other).
+    `whole`: hosts whose GPUs in `gpus` are all they have (a page drops its rows of others).
     """
     frame: dict[str, object] = {"v": version, "hosts": gpus}
     if whole:
-        frame["whole"] = True
+        frame["whole"] = list(whole)
     return sse_frame("gpus", encode(frame))

@@ -30,7 +30,8 @@ class HostRows:
     """One host's row and its GPUs' rows, keyed "HOST:IDX", with what the filter matches.
 
     `name` is the host's own (keys, links); `label` is the name as shown (control characters
-    made visible).
+    made visible). `read`: `gpus` are those of a reading (before the monitor's first reading
+    of the host there are none, which says nothing about its GPUs).
     """
 
     name: str
@@ -39,6 +40,7 @@ class HostRows:
     labels: tuple[tuple[str, str], ...]
     cells: Cells
     gpus: dict[str, Cells]
+    read: bool = True
 
 
 def _number(value: float | None, digits: int = 0, suffix: str = "") -> str:
@@ -145,7 +147,8 @@ def host_rows(host: HostSnapshot, now: float) -> HostRows:
     gpus = {gpu.key: gpu_cells(host, gpu, now, mark) for gpu in host.gpus}
     spec = host.spec
     return HostRows(spec.name, safe_text(spec.name, limit=96), spec.groups, spec.labels,
-                    host_cells(host, gpus.values(), now, mark, words), gpus)
+                    host_cells(host, gpus.values(), now, mark, words), gpus,
+                    read=host.report is not None)
 
 
 def fleet_rows(snapshot: FleetSnapshot, now: float) -> dict[str, HostRows]:

@@ -162,8 +162,11 @@ def test_host_detail_draws_history_charts_with_points(
 
 def plant_rollups(server: WebServer, host: str, index: int, days_ago: float,
                   util: float) -> None:
-    """Half an hour of 1-minute rollups of one GPU, `days_ago` back, with no raw samples."""
-    start_ms = int(time.time() - days_ago * 86400) // 60 * 60_000
+    """Half an hour of 1-minute rollups of one GPU, `days_ago` back, with no raw samples, and
+    its minute of two minutes ago, where a running server's retention pass has rolled up to."""
+    now_minute_ms = int(time.time()) // 60 * 60_000
+    start_ms = now_minute_ms - int(days_ago * 86400) * 1000
+    minutes = [start_ms + 60_000 * minute for minute in range(30)] + [now_minute_ms - 120_000]
     with contextlib.closing(sqlite3.connect(server.env["FLEET_DB"], timeout=10)) as db, db:
         [gpu_id] = db.execute("SELECT gpus.id FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
                               "WHERE hosts.name = ? AND gpus.idx = ?", (host, index)).fetchone()
@@ -171,7 +174,7 @@ def plant_rollups(server: WebServer, host: str, index: int, days_ago: float,
             "INSERT OR REPLACE INTO gpu_samples_1m (gpu_id, bucket_ts, samples, util_avg, "
             "util_max, mem_used_max, temp_avg, temp_max, power_avg, power_max) "
             "VALUES (?, ?, 60, ?, ?, NULL, 50, 50, 100, 100)",
-            [(gpu_id, start_ms + 60_000 * minute, util, util) for minute in range(30)])
+            [(gpu_id, minute_ms, util, util) for minute_ms in minutes])
 
 
 @pytest.mark.parametrize(("window", "span_s", "shows_rollups"), [

@@ -145,9 +145,40 @@ async def test_a_gpu_stream_opens_with_every_gpu_of_its_hosts_marked_whole() -> 
         reply.close()
     event, data = _data(first)
     # A page that reconnects drops rows of GPUs this does not list (gone while it was away).
-    assert event == "gpus" and data["whole"] is True
+    assert event == "gpus" and data["whole"] == ["atlas"]
     assert sorted(data["hosts"]["atlas"]) == ["0", "1", "2"]  # type: ignore[index]
     live.close()
+
+
+async def test_a_host_not_read_yet_keeps_the_gpu_rows_a_page_shows() -> None:
+    # A restarted server (or a new leader) knows no host's GPUs before its first reading.
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fleet.web.site import WebContext, web_app
+
+    atlas, bolt = fleet().hosts
+    unread = replace(atlas, state="unknown", report=None, last_seen=None, gpus=())
+    live = LiveRows()
+    live.update(FleetSnapshot(NOW, (unread, bolt), frozenset({"atlas", "bolt"})))
+    app = web.Application()
+    app.add_subapp("/web/", web_app(WebContext(None, live)))  # type: ignore[arg-type]
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        reply = await client.get("/web/live/gpus", params={"all": "1"})
+        first = await asyncio.wait_for(reply.content.readuntil(b"\n\n"), 5)
+        reply.close()
+    _event, data = _data(first)
+    assert data["whole"] == ["bolt"] and data["hosts"]["atlas"] == {}  # type: ignore[index]
+    live.close()
+
+    watched = LiveRows()
+    watched.broadcaster.subscribe(on_drop=lambda: None)
+    watched.update(fleet())
+    watched.current()
+    watcher = Subscriber(asyncio.Queue(8), lambda: None)
+    watched.gpu_watchers[watcher] = None
+    watched.update(FleetSnapshot(NOW, (unread, bolt), frozenset({"atlas"})))
+    assert all(None not in cells.values()  # type: ignore[union-attr]
+               for frame in _queued(watcher) for cells in _data(frame)[1]["hosts"].values())
 
 
 async def test_hosts_coming_or_going_ask_pages_to_reload() -> None:
@@ -161,6 +192,18 @@ async def test_hosts_coming_or_going_ask_pages_to_reload() -> None:
     [frame] = _frames(live)
     assert _data(frame)[0] == "reload"
     assert set(live.current()[1]) == {"atlas"}
+
+
+async def test_a_page_watching_before_the_first_snapshot_gets_every_row_not_a_reload() -> None:
+    # A restarted server: the page reconnects while its monitor has not reported yet, as it
+    # would have after it (a full frame); a reload there would be a race the page can lose.
+    live = LiveRows()
+    live.broadcaster.subscribe(on_drop=lambda: None)
+    assert live.current() == (0, {})
+    live.update(fleet())
+    [frame] = _frames(live)
+    event, data = _data(frame)
+    assert event == "rows" and set(data["hosts"]) == {"atlas", "bolt"}  # type: ignore[arg-type]
 
 
 async def test_full_frame_has_every_host_cell_a_page_shows() -> None:

@@ -72,7 +72,7 @@
     const frame = JSON.parse(event.data);
     for (const [name, delta] of Object.entries(frame.hosts)) {
       const body = hosts.get(name);
-      if (!body) continue;
+      if (!body) continue; // not on this page (filtered out)
       if (!watcher || onScreen.has(body)) apply(body, body.rows[0], delta);
       else pending.set(body, Object.assign(pending.get(body) || {}, delta));
     }
@@ -112,9 +112,10 @@
     gpuSource = new EventSource(url);
     gpuSource.addEventListener("gpus", (event) => {
       const frame = JSON.parse(event.data);
+      const whole = new Set(frame.whole || []);
       for (const [name, byIndex] of Object.entries(frame.hosts)) {
         if (!hosts.has(name)) continue;
-        if (frame.whole) { // a (re)connected stream: rows of GPUs it does not list are gone
+        if (whole.has(name)) { // a (re)connected stream: rows of GPUs it does not list are gone
           for (const index of [...gpus.get(name).keys()]) {
             if (!(index in byIndex)) removeGpu(name, index);
           }
