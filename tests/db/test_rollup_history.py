@@ -94,6 +94,17 @@ def test_rollup_history_equals_raw_history(
     _assert_same(from_rollups, raw)
 
 
+@pytest.mark.parametrize("host", ["alpha", "beta"])
+def test_one_hosts_history_from_rollups_equals_raw(rolled: Database, host: str) -> None:
+    since_ms, until_ms = BASE_MS + 90_000, BASE_MS + 40 * MINUTE_MS
+    with rolled.session() as session:
+        raw = gpu_history(session, since_ms=since_ms, until_ms=until_ms, host=host, bucket_s=300)
+        from_rollups = gpu_history_with_rollups(session, since_ms=since_ms, until_ms=until_ms,
+                                                host=host, bucket_s=300)
+    assert raw and {p.host for p in raw} == {host}
+    _assert_same(from_rollups, raw)
+
+
 @pytest.mark.parametrize("limit", [1, 5, 9, 100])
 def test_limit_counts_points_across_rollups_and_raw(rolled: Database, limit: int) -> None:
     since_ms, until_ms = BASE_MS + 2 * MINUTE_MS + 1, BASE_MS + 40 * MINUTE_MS
