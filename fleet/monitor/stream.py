@@ -197,26 +197,46 @@ class HostStream:
         conn: asyncssh.SSHClientConnection,
         stderr_tail: bytearray,
     ) -> bool:
-        """Consume the probe's lines; True when it exited by itself after stop()."""
-        reader = LineReader(process.stdout, MAX_LINE_BYTES)
+        """Consume the probe's lines; True when it exited by itself after stop().
+
+        A probe silent for the stall limit (longer before its first reading) is a stall.
+        """
         first_deadline = self.pool.options.command_timeout + self.settings.stall_timeout
+        stall = _StallTimer(first_deadline)
+        try:
+            async with asyncio.timeout(None) as timeout:
+                stall.start(timeout)
+                try:
+                    return await self._consume(process, conn, stderr_tail, stall, first_deadline)
+                finally:
+                    stall.cancel()
+        except TimeoutError as stalled:
+            if self._stopping.is_set():
+                return False
+            self.stats.stalls += 1
+            if not await self._connection_answers(conn):
+                conn.close()  # a dead link: the pool reconnects, the host counts as down
+                raise HostUnreachable(self.spec.name, (
+                    f"probe gave no reading for {stall.limit:g}s and the connection does not "
+                    f"answer")) from stalled
+            self._fail("probe_error",
+                       f"probe gave no reading for {stall.limit:g}s; restarting it")
+            return False
+
+    async def _consume(
+        self,
+        process: asyncssh.SSHClientProcess[bytes],
+        conn: asyncssh.SSHClientConnection,
+        stderr_tail: bytearray,
+        stall: _StallTimer,
+        first_deadline: float,
+    ) -> bool:
+        """Read lines until the probe ends (see _read_lines), each wait moving the stall limit."""
+        reader = LineReader(process.stdout, MAX_LINE_BYTES)
         waited_for_first = True
         while True:
-            limit = first_deadline if waited_for_first else self.settings.stall_timeout
-            try:
-                async with asyncio.timeout(limit):  # no task per line, unlike wait_for
-                    line = await reader.next_line()
-            except TimeoutError as stalled:
-                if self._stopping.is_set():
-                    return False
-                self.stats.stalls += 1
-                if not await self._connection_answers(conn):
-                    conn.close()  # a dead link: the pool reconnects, the host counts as down
-                    raise HostUnreachable(self.spec.name, (
-                        f"probe gave no reading for {limit:g}s and the connection does not "
-                        f"answer")) from stalled
-                self._fail("probe_error", f"probe gave no reading for {limit:g}s; restarting it")
-                return False
+            stall.line_seen(first_deadline if waited_for_first else self.settings.stall_timeout)
+            line = await reader.next_line()
             if line is None:
                 return self._ended(process, conn, stderr_tail, reader.partial)
             if isinstance(line, OverlongLine):
@@ -277,6 +297,40 @@ class HostStream:
             self._backoff.reset()
             self.sink.on_report(self.spec, report)
             await self._sleep(max(0.0, self.settings.interval - (loop.time() - started)))
+
+
+class _StallTimer:
+    """"No line for `limit` seconds" with one timer per probe: a line only moves the deadline,
+    and the timer, when it fires early, re-arms itself at the moved one (a timer per line cost
+    a heap push and a cancel on every reading)."""
+
+    def __init__(self, limit: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.limit = limit
+        self._deadline = self._loop.time() + limit
+        self._timeout: asyncio.Timeout | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self, timeout: asyncio.Timeout) -> None:
+        """Expire `timeout` (the read's context) once the deadline passes with no line."""
+        self._timeout = timeout
+        self._handle = self._loop.call_at(self._deadline, self._check)
+
+    def line_seen(self, limit: float) -> None:
+        """Waiting for the next line from now on: it is due within `limit` seconds."""
+        self.limit = limit
+        self._deadline = self._loop.time() + limit
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        if now < self._deadline:
+            self._handle = self._loop.call_at(self._deadline, self._check)
+        elif self._timeout is not None:
+            self._timeout.reschedule(now)  # expires at once: TimeoutError out of the read
 
 
 def _pid_of(line: bytes) -> int | None:
