@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fleet.errors import FleetError, StorageError
@@ -21,7 +22,7 @@ from fleet.model import HostOutcome, HostSpec, HostState, ProbeReport
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
-    from sqlalchemy import Table
+    from sqlalchemy import BindParameter, Select, Table, Update
     from sqlalchemy.orm import Session
 
     from db.engine import Database
@@ -238,8 +239,8 @@ class SampleWriter:
             applied += self._write_health(session, batch.health)
             self._write_events(session, batch.events)
             self._touch_hosts(session, {host for host, _ in batch.reports})
+            self.drains = _read_drains(session)  # before record_sample_rows' commit: one commit
             record_sample_rows(session, host_samples, gpu_samples)
-            self.drains = _read_drains(session)
         self._applied.extend(applied)
         self._stored_states.update(stored)
         self.stats.flushes += 1
@@ -252,17 +253,14 @@ class SampleWriter:
         self, session: Session, outcomes: list[HostOutcomeIn]
     ) -> tuple[list[dict[str, object]], dict[str, HostState]]:
         """Each outcome through the host rule, in order; returns hook payloads and final states."""
-        from sqlalchemy import select
-
         from fleet.health.apply import record_host_outcome
 
-        ids = {self._host_ids[o.host] for o in outcomes if o.host in self._host_ids}
-        hosts = _hosts_table()
+        ids = sorted({self._host_ids[o.host] for o in outcomes if o.host in self._host_ids})
         # One SELECT of the stored states: a good outcome of a host stored "up" changes
         # nothing (host_transition: no write, no event), so only the others go through the rule.
         states: dict[int, str] = {
-            host_id: state for host_id, state in session.execute(
-                select(hosts.c.id, hosts.c.state).where(hosts.c.id.in_(ids)))
+            host_id: state
+            for host_id, state in session.execute(_statements().host_states, {"ids": ids})
         }
         events: list[dict[str, object]] = []
         stored: dict[str, HostState] = {}
@@ -337,15 +335,32 @@ class SampleWriter:
 
     def _touch_hosts(self, session: Session, hosts: set[str]) -> None:
         """last_seen / last_probe_at of every host that reported, in one UPDATE."""
-        from sqlalchemy import update
-
-        ids = [self._host_ids[host] for host in hosts if host in self._host_ids]
+        ids = sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
         if ids:
-            now = _now_s()
-            table = _hosts_table()  # a Core UPDATE: no ORM bulk-update bookkeeping per flush
-            session.execute(
-                update(table).where(table.c.id.in_(ids)).values(last_seen=now, last_probe_at=now)
-            )
+            session.execute(_statements().touch_hosts, {"ids": ids, "now": _now_s()})
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The Core statements every flush runs, built once: host ids go in as one expanding
+    parameter, so no statement is rebuilt (and no id coerced) per flush."""
+
+    host_states: Select[int, str]
+    touch_hosts: Update
+
+
+@cache
+def _statements() -> _Statements:
+    from sqlalchemy import bindparam, select, update
+
+    hosts = _hosts_table()
+    ids: BindParameter[list[int]] = bindparam("ids", expanding=True)
+    now: BindParameter[int] = bindparam("now")
+    return _Statements(
+        host_states=select(hosts.c.id, hosts.c.state).where(hosts.c.id.in_(ids)),
+        touch_hosts=update(hosts).where(hosts.c.id.in_(ids)).values(last_seen=now,
+                                                                      last_probe_at=now),
+    )
 
 
 def _hosts_table() -> Table:
