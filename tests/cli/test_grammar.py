@@ -115,7 +115,7 @@ async def test_every_json_document_is_an_object_with_a_named_list(fleet_cli: Fle
 async def test_usage_errors_look_like_every_other_error(fleet_cli: FleetCli) -> None:
     cases = {
         ("status", "--frobnicate"): "No such option '--frobnicate'",
-        ("cancel",): "Missing argument 'TASK_IDS...'",
+        ("cancel",): "Missing argument 'TASK...'",
         ("reserve", "--gpus", "many"): "Invalid value for '--gpus'",
         ("history", "gpus", "--format", "xml"): "Invalid value for '--format'",
         ("frobnicate",): "No such command 'frobnicate'",
