@@ -38,6 +38,8 @@ def _first_failure(members: Sequence[TaskRow]) -> TaskRow | None:
     if not causes and members[0].group_kind == "gang" and members[0].state == "succeeded":
         return None  # the others were ended with rank 0
     causes = causes or bad
+    if members[0].group_kind == "array":  # as `fleet dispatch --array` exits: lowest index
+        return min(causes, key=lambda m: m.group_index or 0, default=None)
     return min(causes, key=lambda m: (m.ended_at or 0, m.group_index or 0), default=None)
 
 
