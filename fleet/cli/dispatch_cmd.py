@@ -71,7 +71,9 @@ def dispatch(ctx: click.Context, /, script: Path, args: tuple[str, ...],
     allocated GPUs' UUIDs), CUDA_DEVICE_ORDER=PCI_BUS_ID and FLEET_TASK_ID. Ctrl-C cancels it
     (SIGTERM to its process group, SIGKILL after --grace). Exit codes: the script's own; 124
     timed out; 130 cancelled; 7 no GPU fits (reasons with --explain); 5 could not start or lost;
-    2 bad input.
+    2 bad input. A gang (--nodes) exits with its first failing node's code (0 when rank 0
+    succeeded); an array (--array) with 0 only when every member succeeded, else its lowest
+    failed index's code.
 
     \b
     Examples:
