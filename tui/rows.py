@@ -9,6 +9,7 @@ from rich.text import Text
 
 from fleet.inventory import host_matches
 from fleet.placement.free import free_gpus, is_free
+from fleet.placement.request import DEFAULT_MAX_SAMPLE_AGE_S
 from fleet.snapshot import GpuSnapshot, HostSnapshot
 from tui import format as fmt
 
@@ -59,6 +60,34 @@ def gpu_is_free(host: HostSnapshot, gpu: GpuSnapshot, now: float) -> bool:
 def free_count(host: HostSnapshot, now: float) -> int:
     """How many of the host's GPUs are free."""
     return len(free_gpus(host, now))
+
+
+FreeCount = Callable[[HostSnapshot, float], int]
+
+
+class FreeCounts:
+    """free_count per host, recomputed only when the host's snapshot object changed or its report
+    crossed the sample-age limit: the only way `now` enters "free" (fleet.placement.free, which
+    dates every GPU of a snapshot by its host's report)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[HostSnapshot, bool, int]] = {}
+
+    def __call__(self, host: HostSnapshot, now: float) -> int:
+        expired = (host.report is not None
+                   and now - host.report.timestamp > DEFAULT_MAX_SAMPLE_AGE_S)
+        known = self._known.get(host.spec.name)
+        if known is not None and known[0] is host and known[1] == expired:
+            return known[2]
+        count = free_count(host, now)
+        self._known[host.spec.name] = (host, expired, count)
+        return count
+
+    def keep_only(self, hosts: tuple[HostSnapshot, ...]) -> None:
+        """Forget hosts that are no longer in the fleet."""
+        if len(self._known) > len(hosts):
+            names = {host.spec.name for host in hosts}
+            self._known = {name: known for name, known in self._known.items() if name in names}
 
 
 def is_stale(host: HostSnapshot) -> bool:
@@ -203,9 +232,9 @@ class RowFilter:
     query: str = ""
     free_only: bool = False
 
-    def matches(self, host: HostSnapshot, now: float) -> bool:
+    def matches(self, host: HostSnapshot, now: float, count: FreeCount = free_count) -> bool:
         """Whether every query word matches the host (and it has a free GPU if asked)."""
-        if self.free_only and free_count(host, now) == 0:
+        if self.free_only and count(host, now) == 0:
             return False
         return all(_word_matches(word, host) for word in self.query.split())
 
@@ -226,7 +255,8 @@ _STATE_RANK = {"down": 0, "unreachable": 0, "auth_failed": 1, "host_key_rejected
                "probe_error": 2, "unknown": 3, "up": 4}
 
 
-def sort_key(sort: str, now: float) -> Callable[[HostSnapshot], tuple[float | str, str]]:
+def sort_key(sort: str, now: float, count: FreeCount = free_count
+             ) -> Callable[[HostSnapshot], tuple[float | str, str]]:
     """The key function for a sort name; busiest/hottest/freest first, ties by name."""
     def by(value: Callable[[HostSnapshot], float | None]) -> Callable[
             [HostSnapshot], tuple[float | str, str]]:
@@ -239,7 +269,7 @@ def sort_key(sort: str, now: float) -> Callable[[HostSnapshot], tuple[float | st
     if sort == "temp":
         return by(hottest)
     if sort == "free":
-        return by(lambda h: float(free_count(h, now)))
+        return by(lambda h: float(count(h, now)))
     if sort == "state":
         return lambda host: (float(_STATE_RANK.get(host.state, 2) + (0.5 if host.drained else 0)),
                              host.spec.name)

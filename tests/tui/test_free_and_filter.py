@@ -8,13 +8,14 @@ import pytest
 from textual.widgets import Static
 
 from fleet.placement.candidates import candidates_from_snapshot
+from fleet.placement.free import free_gpus, is_free
 from fleet.placement.place import place
 from fleet.placement.request import PlacementRequest
 from fleet.snapshot import FleetSnapshot
 from tests.tui.conftest import settle
 from tests.tui.fake_service import NOW, FakeService, gpu, host, standard_fleet
 from tui.app import FleetApp
-from tui.rows import RowFilter, free_count, gpu_is_free
+from tui.rows import FreeCounts, RowFilter, free_count, gpu_is_free
 from tui.screens.host_detail import GpuPanel
 from tui.widgets.fleet_table import FleetTable
 
@@ -106,3 +107,21 @@ async def test_host_detail_says_which_gpus_are_free_and_why_not() -> None:
         assert "not free: in use by 1 process not started by fleet" in heads[1]
         assert heads[2].endswith("free") and "not free" not in heads[2]
         assert "not free: GPU state hot" in heads[3]
+
+
+def test_free_counts_follow_new_snapshots_and_the_sample_age_limit() -> None:
+    counts = FreeCounts()
+    atlas, boreas = busy_outside_fleet().hosts
+    fresh = host("boreas", [gpu("boreas", 0, "NVIDIA L4", 24, 0, 0.1, 30, 20)])
+    for now in (NOW, NOW + 25, NOW + 40, NOW + 3600, NOW):  # boreas's report ages past 30 s
+        for snapshot_host in (atlas, boreas, fresh):
+            assert counts(snapshot_host, now) == free_count(snapshot_host, now)
+    assert counts(fresh, NOW) == 1 and counts(fresh, NOW + 60) == 0
+
+
+@pytest.mark.parametrize("now", [NOW, NOW + 60])
+def test_free_gpus_is_is_free_on_each_gpu(now: float) -> None:
+    snapshots = (standard_fleet(), busy_outside_fleet())
+    for snapshot_host in (h for snapshot in snapshots for h in snapshot.hosts):
+        assert free_gpus(snapshot_host, now) == tuple(
+            g for g in snapshot_host.gpus if is_free(snapshot_host, g, now))

@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Input, Static
 
 from fleet.snapshot import FleetSnapshot, HostSnapshot
-from tui.rows import SORTS, RowFilter, free_count, gpu_is_free
+from tui.rows import SORTS, RowFilter, gpu_is_free
 from tui.screens.base import FleetScreen
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets.fleet_table import FleetTable
@@ -29,6 +29,8 @@ class OverviewScreen(FleetScreen):
         Binding("r", "reserve", "Reserve"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
+
+    _summary = ""  # the summary line last shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
@@ -60,7 +62,9 @@ class OverviewScreen(FleetScreen):
         hosts = snapshot.hosts
         up = sum(1 for h in hosts if h.state == "up")
         gpus = sum(len(h.gpus) for h in hosts)
-        free = sum(free_count(h, self.now()) for h in hosts)
+        now = self.now()
+        counts = self.table.free_counts
+        free = sum(counts(h, now) for h in hosts)
         hot = sum(1 for h in hosts for g in h.gpus if g.state == "hot")
         drained = sum(1 for h in hosts if h.drained)
         table = self.table
@@ -76,7 +80,10 @@ class OverviewScreen(FleetScreen):
             parts.append(f"filter: [b]{table.row_filter.query}[/]")
         if table.row_filter.free_only:
             parts.append("[b]free GPUs only[/]")
-        self.query_one("#summary", Static).update("  ·  ".join(parts))
+        text = "  ·  ".join(parts)
+        if text != self._summary:  # an unchanged summary costs no refresh
+            self._summary = text
+            self.query_one("#summary", Static).update(text, layout=False)  # one line, fixed
 
     def selected_host(self) -> HostSnapshot | None:
         """The host under the cursor (or the host of the GPU under it)."""
