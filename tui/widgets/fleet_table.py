@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from textual import events
@@ -63,6 +64,7 @@ class FleetTable(CellCachedTable):
         self.updated_cells = 0  # cells the last apply() wrote into the table (tests, benchmark)
         self.written_cells = 0  # cells written since mount, at snapshots and scrolls alike
         self.shown_columns: tuple[str, ...] = ()  # the column keys shown (see rows.DROP_ORDER)
+        self._blank_row: list[object] = []  # BLANK's shown cells, made once per column set
 
     def on_mount(self) -> None:
         self._show_columns(visible_columns(self.app.size.width))
@@ -87,7 +89,9 @@ class FleetTable(CellCachedTable):
             self._add(row)
 
     def _add(self, key: str) -> None:
-        self.add_row(*self._shown(BLANK), key=key)
+        if len(self._blank_row) != len(self.shown_columns):
+            self._blank_row = self._shown(BLANK)
+        self.add_row(*self._blank_row, key=key)
         self._written[key] = BLANK
 
     def _shown(self, cells: Cells) -> list[object]:
@@ -213,6 +217,11 @@ class FleetTable(CellCachedTable):
         off-screen rows must stay blank there, or adding a row would compute its cells.)"""
         self._ensure_written(row_key)
         return super().get_cell(row_key, column_key)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # Columns have fixed widths and rows are one line without labels: DataTable's measuring
+        # of every new row's cells (all 1,000 rows at the first snapshot) would change nothing.
+        super()._update_dimensions(())
 
     def _reorder(self, order: list[str]) -> None:
         """Put existing rows in `order` without re-adding them (what DataTable.sort does)."""
