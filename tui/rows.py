@@ -66,7 +66,7 @@ FreeCount = Callable[[HostSnapshot, float], int]
 
 
 class FreeCounts:
-    """free_count per host, recomputed only when the host's snapshot object changed or its report
+    """free_count per host, recomputed only when the host's snapshot changed or its report
     crossed the sample-age limit: the only way `now` enters "free" (fleet.placement.free, which
     dates every GPU of a snapshot by its host's report)."""
 
@@ -77,7 +77,8 @@ class FreeCounts:
         expired = (host.report is not None
                    and now - host.report.timestamp > DEFAULT_MAX_SAMPLE_AGE_S)
         known = self._known.get(host.spec.name)
-        if known is not None and known[0] is host and known[1] == expired:
+        # `==` too: an unchanged host may arrive as a new, equal object (a decoded snapshot).
+        if known is not None and known[1] == expired and (known[0] is host or known[0] == host):
             return known[2]
         count = free_count(host, now)
         self._known[host.spec.name] = (host, expired, count)
