@@ -55,11 +55,6 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
     def on_signal(count: int) -> None:
         say("cancelling the array…" if count == 1 else "already cancelling the array")
 
-    if plan.detach and not service.remote:
-        from fleet.errors import ConfigError
-
-        raise ConfigError("--array --detach needs fleet serve, which drives the array; "
-                          "without it the dispatching process does: keep it running (tmux)")
     async with stop_on_signals(on_signal) as stop:
         if service.remote:
             from fleet.client.remote import RemoteFleet
@@ -87,7 +82,7 @@ async def run_array_cli(service: Service, plan: ArrayPlan, *, as_json: bool,
             on_event=say, on_started=started, on_recorded=lambda ids: say(
                 f"array {ids[0]}: {len(ids)} tasks ({ids[0]}…{ids[-1]}), at most "
                 f"{plan.spec.max_running or 'all'} at once"),
-            stop=stop, lost_after_s=lost_after_s)
+            stop=stop, lost_after_s=lost_after_s, detach=plan.detach)
     return _report(array_id, rows, as_json)
 
 

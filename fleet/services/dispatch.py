@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from fleet.errors import DispatchError
+from fleet.errors import ConfigError, DispatchError
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
@@ -138,14 +138,22 @@ class DispatchService:
         on_started: Callable[[int, StartedTask], None] | None = None,
         on_recorded: Callable[[list[int]], None] | None = None,
         stop: asyncio.Event | None = None, lost_after_s: float | None = None,
-        caller: Caller | None = None,
+        detach: bool = False, caller: Caller | None = None,
     ) -> tuple[int, list[TaskRow]]:
         """Record a job array (fleet.dispatch.array.plan_members made `members`) and drive it
-        to its end, at most spec.max_running members at once; (array id, members by index)."""
+        to its end, at most spec.max_running members at once; (array id, members by index).
+
+        This process drives the array, so `detach` is refused (ConfigError, before anything
+        is recorded); through `fleet serve` (RemoteFleet) the server drives a detached one.
+        """
         from dataclasses import replace
 
         from fleet.dispatch.array import run_array, submit_array
         from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
+
+        if detach:
+            raise ConfigError("--array --detach needs fleet serve, which drives the array; "
+                              "without it the dispatching process does: keep it running (tmux)")
 
         request = await self._as_caller(request, caller)
         if caller is not None:
