@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 
 import pytest
 
@@ -12,7 +11,7 @@ from fleet.sim import gpus as scenarios
 from tests.cluster.hosts import ClusterHostSpec
 from tests.cluster.netcluster import Cluster
 from tests.fixtures.cli import FleetCli
-from tests.fixtures.cluster import ClusterFactory
+from tests.fixtures.cluster import ClusterFactory, use_cluster
 
 ECHO = """\
 import json, os, sys
@@ -24,10 +23,7 @@ print(json.dumps({"argv": sys.argv[1:], "cuda": os.environ["CUDA_VISIBLE_DEVICES
 async def _lab(netns_cluster: ClusterFactory, fleet_cli: FleetCli, gpus: int) -> Cluster:
     lab = await netns_cluster([ClusterHostSpec("gpu1", scenarios.idle(gpus, host="gpu1"))])
     assert isinstance(lab, Cluster)
-    ssh_dir = fleet_cli.home / ".ssh"
-    ssh_dir.mkdir(exist_ok=True)
-    shutil.copy(lab.known_hosts_file, ssh_dir / "known_hosts")
-    shutil.copy(lab.inventory_file, fleet_cli.home / "inventory.yaml")
+    use_cluster(fleet_cli.home, lab)
     status = await fleet_cli.run("status", "--timeout", "30s")
     assert status.returncode == 0, status.stdout + status.stderr
     return lab

@@ -20,6 +20,7 @@ from tests.cluster.clients import asyncssh_run
 from tests.cluster.hosts import ClusterHostSpec
 from tests.cluster.netcluster import Cluster
 from tests.fixtures.cli import CliResult, FleetCli
+from tests.fixtures.cluster import node_reports, use_cluster
 
 HOST = "gpu1"
 WHERE = """\
@@ -56,10 +57,7 @@ def env_lab(netns_cluster_module: Callable[[Sequence[ClusterHostSpec]], Cluster]
 
 @pytest.fixture
 def cli(env_lab: Cluster, fleet_cli: FleetCli) -> Iterator[FleetCli]:
-    ssh_dir = fleet_cli.home / ".ssh"
-    ssh_dir.mkdir(exist_ok=True)
-    shutil.copy(env_lab.known_hosts_file, ssh_dir / "known_hosts")
-    shutil.copy(env_lab.inventory_file, fleet_cli.home / "inventory.yaml")
+    use_cluster(fleet_cli.home, env_lab)
     yield fleet_cli
 
 
@@ -248,27 +246,10 @@ def pair_lab(netns_cluster_module: Callable[[Sequence[ClusterHostSpec]], Cluster
                                  for name in ("node-a", "node-b")])
 
 
-async def _pair_cli(lab: Cluster, fleet_cli: FleetCli) -> FleetCli:
-    ssh_dir = fleet_cli.home / ".ssh"
-    ssh_dir.mkdir(exist_ok=True)
-    shutil.copy(lab.known_hosts_file, ssh_dir / "known_hosts")
-    shutil.copy(lab.inventory_file, fleet_cli.home / "inventory.yaml")
-    return fleet_cli
-
-
-def _node_reports(stdout: str) -> dict[str, dict[str, Any]]:
-    """The JSON each node printed, by its `[rank/host]` prefix."""
-    found = {}
-    for line in stdout.splitlines():
-        prefix, _, rest = line.partition("] ")
-        if rest.startswith("{"):
-            found[prefix + "]"] = json.loads(rest)
-    return found
-
-
 async def test_gang_nodes_and_array_members_each_check_their_host(pair_lab: Cluster,
                                                                   fleet_cli: FleetCli) -> None:
-    cli = await _pair_cli(pair_lab, fleet_cli)
+    use_cluster(fleet_cli.home, pair_lab)
+    cli = fleet_cli
     for name in ("node-a", "node-b"):
         status, _, stderr = await asyncssh_run(
             pair_lab.host(name), pair_lab.known_hosts_file, "rm -rf ~/venvs")
@@ -291,7 +272,7 @@ async def test_gang_nodes_and_array_members_each_check_their_host(pair_lab: Clus
     assert made == 0, stderr
     ran = await cli.run(*gang, _script(cli), timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    reports = _node_reports(ran.stdout)
+    reports = node_reports(ran.stdout)
     assert sorted(reports) == ["[0/node-a]", "[1/node-b]"], ran.stdout
     assert {report["venv"] for report in reports.values()} == {"/root/venvs/demo"}
 

@@ -4,8 +4,6 @@ on MASTER_ADDR:MASTER_PORT, one failing node ending the gang, a cut link, all-or
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
 import sqlite3
 import sys
 import time
@@ -18,6 +16,7 @@ from fleet.sim import gpus as scenarios
 from tests.cluster.hosts import ClusterHostSpec
 from tests.cluster.netcluster import Cluster
 from tests.fixtures.cli import FleetCli
+from tests.fixtures.cluster import node_reports, use_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -68,25 +67,12 @@ def gang_cluster(netns_cluster_module: Callable[[Sequence[ClusterHostSpec]], Clu
 
 
 async def _lab(cluster: Cluster, fleet_cli: FleetCli) -> Path:
-    ssh_dir = fleet_cli.home / ".ssh"
-    ssh_dir.mkdir(exist_ok=True)
-    shutil.copy(cluster.known_hosts_file, ssh_dir / "known_hosts")
-    shutil.copy(cluster.inventory_file, fleet_cli.home / "inventory.yaml")
+    use_cluster(fleet_cli.home, cluster)
     status = await fleet_cli.run("status", "--timeout", "30s")
     assert status.returncode == 0, status.stdout + status.stderr
     script = fleet_cli.home / "rendezvous.py"
     script.write_text(RENDEZVOUS)
     return script
-
-
-def _lines(stdout: str) -> dict[str, dict[str, object]]:
-    """The JSON line each node printed, by its `[rank/host] ` prefix."""
-    found = {}
-    for line in stdout.splitlines():
-        prefix, _, rest = line.partition("] ")
-        if rest.startswith("{"):
-            found[prefix + "]"] = json.loads(rest)
-    return found
 
 
 async def _active_allocations(fleet_cli: FleetCli) -> list[dict[str, object]]:
@@ -101,7 +87,7 @@ async def test_a_two_by_two_gang_rendezvous_over_tcp(gang_cluster: Cluster,
     result = await fleet_cli.run("dispatch", "--nodes", "2", "--gpus-per-node", "2",
                                  str(script), timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    nodes = _lines(result.stdout)
+    nodes = node_reports(result.stdout)
     assert sorted(nodes) == ["[0/gpu1]", "[1/gpu2]"], result.stdout
     zero, one = nodes["[0/gpu1]"], nodes["[1/gpu2]"]
     assert (zero["rank"], one["rank"]) == (0, 1)
@@ -121,7 +107,7 @@ async def test_a_two_by_two_gang_rendezvous_over_tcp(gang_cluster: Cluster,
     assert sorted(task["host"] for task in expanded) == ["gpu1", "gpu2"]
     assert await _active_allocations(fleet_cli) == []
     logs = await fleet_cli.run("logs", str(tasks[0]["id"]))
-    assert sorted(_lines(logs.stdout)) == ["[0/gpu1]", "[1/gpu2]"], logs.stdout
+    assert sorted(node_reports(logs.stdout)) == ["[0/gpu1]", "[1/gpu2]"], logs.stdout
 
 
 async def test_one_failing_node_ends_the_gang_with_its_code(gang_cluster: Cluster,
