@@ -13,16 +13,15 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fleet.errors import FleetError, StorageError
 from fleet.health.rules import HealthChange, HostSeed
 from fleet.model import HostOutcome, HostSpec, HostState, ProbeReport
+from fleet.monitor.flush_queries import Drains, flush_statements, now_s, read_drains
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
-    from sqlalchemy import BindParameter, Select, Table, Update
     from sqlalchemy.orm import Session
 
     from db.engine import Database
@@ -47,14 +46,6 @@ class EventIn:
     host: str | None = None
     gpu_index: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Drains:
-    """Drain flags as stored: host name → reason, (host name, GPU index) → reason."""
-
-    hosts: dict[str, str | None] = field(default_factory=dict)
-    gpus: dict[tuple[str, int], str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,7 +111,7 @@ class SampleWriter:
 
         def register() -> tuple[dict[str, int], list[HostSeed]]:
             with self.database.session() as session:
-                ids = sync_hosts(session, [host_facts(spec) for spec in specs], _now_s())
+                ids = sync_hosts(session, [host_facts(spec) for spec in specs], now_s())
                 seeds = load_health_seeds(session)
             return ids, seeds
 
@@ -227,7 +218,7 @@ class SampleWriter:
 
     def _read_drains_only(self) -> Drains:
         with self.database.session() as session:
-            return _read_drains(session)
+            return read_drains(session)
 
     def _write(self, batch: _Batch) -> int:
         """The flush's transaction (runs in a worker thread)."""
@@ -239,7 +230,7 @@ class SampleWriter:
             applied += self._write_health(session, batch.health)
             self._write_events(session, batch.events)
             self._touch_hosts(session, {host for host, _ in batch.reports})
-            self.drains = _read_drains(session)  # before record_sample_rows' commit: one commit
+            self.drains = read_drains(session)  # before record_sample_rows' commit: one commit
             record_sample_rows(session, host_samples, gpu_samples)
         self._applied.extend(applied)
         self._stored_states.update(stored)
@@ -260,7 +251,7 @@ class SampleWriter:
         # nothing (host_transition: no write, no event), so only the others go through the rule.
         states: dict[int, str] = {
             host_id: state
-            for host_id, state in session.execute(_statements().host_states, {"ids": ids})
+            for host_id, state in session.execute(flush_statements().host_states, {"ids": ids})
         }
         events: list[dict[str, object]] = []
         stored: dict[str, HostState] = {}
@@ -337,66 +328,4 @@ class SampleWriter:
         """last_seen / last_probe_at of every host that reported, in one UPDATE."""
         ids = sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
         if ids:
-            session.execute(_statements().touch_hosts, {"ids": ids, "now": _now_s()})
-
-
-@dataclass(frozen=True)
-class _Statements:
-    """The Core statements every flush runs, built once: host ids go in as one expanding
-    parameter, so no statement is rebuilt (and no id coerced) per flush."""
-
-    host_states: Select[int, str]
-    touch_hosts: Update
-
-
-@cache
-def _statements() -> _Statements:
-    from sqlalchemy import bindparam, select, update
-
-    hosts = _hosts_table()
-    ids: BindParameter[list[int]] = bindparam("ids", expanding=True)
-    now: BindParameter[int] = bindparam("now")
-    return _Statements(
-        host_states=select(hosts.c.id, hosts.c.state).where(hosts.c.id.in_(ids)),
-        touch_hosts=update(hosts).where(hosts.c.id.in_(ids)).values(last_seen=now,
-                                                                      last_probe_at=now),
-    )
-
-
-def _hosts_table() -> Table:
-    from db.models import Host
-
-    table: Table = Host.__table__  # type: ignore[assignment]
-    return table
-
-
-def _read_drains(session: Session) -> Drains:
-    """The stored drain flags, read with Core selects (they run every flush)."""
-    from sqlalchemy import select
-
-    from db.models import Gpu
-
-    hosts_table = _hosts_table()
-    gpus_table: Table = Gpu.__table__  # type: ignore[assignment]
-    host_name, gpu = hosts_table.c.name, gpus_table.c
-    hosts = {
-        name: reason
-        for name, reason in session.execute(
-            select(host_name, hosts_table.c.drain_reason).where(hosts_table.c.drained.is_(True))
-        )
-    }
-    gpus = {
-        (name, idx): reason
-        for name, idx, reason in session.execute(
-            select(host_name, gpu.idx, gpu.drain_reason)
-            .select_from(gpus_table.join(hosts_table, hosts_table.c.id == gpu.host_id))
-            .where(gpu.drained.is_(True))
-        )
-    }
-    return Drains(hosts, gpus)
-
-
-def _now_s() -> int:
-    import time
-
-    return int(time.time())
+            session.execute(flush_statements().touch_hosts, {"ids": ids, "now": now_s()})
