@@ -22,8 +22,8 @@ from fleet.dispatch.array_spec import ArraySpec, substitute
 from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S, Ending
 from fleet.dispatch.gang import Prefixer, cancel_members
 from fleet.dispatch.lifecycle import (
+    admit,
     attend,
-    check_queue_limit,
     claim_for,
     record_override,
     start_claimed,
@@ -82,14 +82,8 @@ async def submit_array(context: FleetContext, placement: PlacementService,
     """Record every member `queued` in one transaction; their task ids in index order (the
     first is the array's id)."""
     from db.tasks import create_task, set_group_checked
-    from fleet.placement.reservations import current_owner
-    from fleet.placement.scoring.policies import resolve_policy
 
-    request.validate()
-    resolve_policy(request.placement.policy)
-    owner = request.owner or current_owner()
-    if not request.override_limits:
-        await check_queue_limit(context, placement, owner)
+    owner = await admit(context, placement, request, queued=True)
 
     def create(session: Session) -> list[int]:
         ids: list[int] = []

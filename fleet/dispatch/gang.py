@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from fleet.dispatch.ending import DEFAULT_GRACE_S, DEFAULT_LOST_AFTER_S, Ending
 from fleet.dispatch.lifecycle import (
     abort_start,
+    admit,
     attend,
-    check_queue_limit,
     end_task,
     host_spec,
     record_override,
@@ -96,19 +96,13 @@ async def submit_gang(context: FleetContext, placement: PlacementService,
     """Record the gang (rank 0's task), claim every node's GPUs at once (or queue with
     request.wait), and start every node; the gang's tasks all end on any failure."""
     from fleet.dispatch.lifecycle import create_record
-    from fleet.placement.reservations import current_owner
-    from fleet.placement.scoring.policies import resolve_policy
 
-    request.validate()
     check_gang_request(request)
-    resolve_policy(request.placement.policy)
-    owner = request.owner or current_owner()
+    owner = await admit(context, placement, request, queued=request.wait)
     hosts = await context.hosts.refresh()
     if request.placement.nodes > len(hosts.hosts):
         raise ConfigError(f"--nodes {request.placement.nodes}: fleet manages only "
                           f"{len(hosts.hosts)} host(s)")
-    if request.wait and not request.override_limits:
-        await check_queue_limit(context, placement, owner)
     gang_id = await create_record(context, request, owner, group_kind="gang", group_index=0)
     if request.override_limits:
         await record_override(context, gang_id, owner)

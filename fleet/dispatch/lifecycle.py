@@ -209,6 +209,21 @@ async def abort_start(context: FleetContext, task_id: int, host: TaskHost | None
                "cancelled while starting" if cancelled else f"could not start: {exc}")
 
 
+async def admit(context: FleetContext, placement: PlacementService, request: DispatchRequest,
+                *, queued: bool) -> str:
+    """Refuse bad input before anything is recorded (script, files, env, policy, and with
+    `queued` the owner's queue limit unless overridden); the submission's owner."""
+    from fleet.placement.reservations import current_owner
+    from fleet.placement.scoring.policies import resolve_policy
+
+    request.validate()
+    resolve_policy(request.placement.policy)
+    owner = request.owner or current_owner()
+    if queued and not request.override_limits:
+        await check_queue_limit(context, placement, owner)
+    return owner
+
+
 async def submit(context: FleetContext, placement: PlacementService, request: DispatchRequest,
                  *, on_wait: Callable[[str], None] | None = None,
                  on_recorded: Callable[[int], None] | None = None
@@ -218,14 +233,7 @@ async def submit(context: FleetContext, placement: PlacementService, request: Di
     Bad input (script, files, environment, placement policy) is refused before a task row is
     written; `on_recorded(task_id)` is called once the row exists.
     """
-    from fleet.placement.reservations import current_owner
-    from fleet.placement.scoring.policies import resolve_policy
-
-    request.validate()
-    resolve_policy(request.placement.policy)
-    owner = request.owner or current_owner()
-    if request.wait and not request.override_limits:
-        await check_queue_limit(context, placement, owner)
+    owner = await admit(context, placement, request, queued=request.wait)
     task_id = await create_record(context, request, owner)
     if request.override_limits:
         await record_override(context, task_id, owner)

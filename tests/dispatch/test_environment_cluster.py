@@ -162,9 +162,11 @@ async def test_container_task_runs_in_a_real_runtime(cli: FleetCli) -> None:
     working = _working_runtimes()
     image = os.environ.get("FLEET_TEST_IMAGE")  # an image with python3, already pulled
     if not working or not image:
-        pytest.skip("needs a working docker, podman or apptainer and FLEET_TEST_IMAGE (here: a "
-                    "docker client without a daemon, no registry): the refusal path and each "
-                    "runtime's command line (tests/dispatch/test_environment.py) are tested")
+        missing = [what for what, ok in (("a working docker, podman or apptainer", working),
+                                         ("FLEET_TEST_IMAGE (an image with python3)", image))
+                   if not ok]
+        pytest.skip(f"needs {' and '.join(missing)}: the refusal path and each runtime's "
+                    "command line (tests/dispatch/test_environment.py) are tested")
     result = await cli.run("dispatch", "--container", image, _script(cli), timeout=600)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["cwd"].startswith("/root/.fleet/tasks/")  # mounted
