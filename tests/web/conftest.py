@@ -171,27 +171,39 @@ def _chromium_missing() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Chromium at 1366×768, through the system chromedriver."""
+def browser(web_lab: Cluster) -> Iterator[Any]:
+    """Headless Chromium at 1366×768, through the system chromedriver, both in a network
+    namespace of their own that reaches loopback and the test bridge's address here."""
     missing = _chromium_missing()
     if missing:
         pytest.skip(missing)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1366,768",
-                     "--no-first-run", "--disable-extensions"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
+    from tests.web.browser_netns import BrowserNetwork
+
+    network = BrowserNetwork([web_lab.controller_address])
+    scripts = Path(tempfile.mkdtemp(prefix="fb-", dir="/tmp"))
     try:
-        yield driver
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1366,768",
+                         "--no-first-run", "--disable-extensions"):
+            options.add_argument(argument)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        service = Service(str(network.wrapper(scripts, CHROMEDRIVER)),
+                          port=network.expose_inside())
+        driver = webdriver.Chrome(options=options, service=service)
+        driver.fleet_network = network  # visit() opens a forward for each server it goes to
+        driver.set_page_load_timeout(30)
+        try:
+            yield driver
+        finally:
+            driver.quit()
     finally:
-        driver.quit()
+        network.close()
+        shutil.rmtree(scripts, ignore_errors=True)
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
@@ -210,17 +222,10 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
     raise AssertionError(f"{what}: not within {timeout_s}s (last: {last!r})")
 
 
-def visit(driver: Any, url: str, attempts: int = 3) -> None:
-    """Open `url`; again (bounded) when Chromium aborted it for a network change.
-
-    Other tests on this machine add and remove network namespaces and links; Chromium takes
-    that for a network change and aborts a navigation under way (ERR_NETWORK_CHANGED).
-    """
-    for _attempt in range(attempts):
-        driver.get(url)
-        if driver.title.endswith("— fleet"):  # every page of ours, error pages too
-            return
-        time.sleep(0.5)  # Chromium's own error page (its title is the host)
+def visit(driver: Any, url: str) -> None:
+    """Open `url` in the browser (its namespace reaches the URL's server through a forward)."""
+    driver.fleet_network.expose(url)
+    driver.get(url)
 
 
 def browser_errors(driver: Any) -> list[str]:

@@ -313,3 +313,17 @@ def test_phone_width_and_dark_preference(web_server: WebServer, browser: Any) ->
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
         browser.set_window_size(1366, 768)
+
+
+def test_the_browser_sees_no_link_this_machine_adds(browser: Any) -> None:
+    """Chromium and chromedriver run in a namespace with only loopback, so namespace links that
+    other tests add here are no network change to them (ERR_NETWORK_CHANGED aborts requests)."""
+    from tests.cluster.netns import namespace_pids, run_ip
+
+    network = browser.fleet_network
+    inside = namespace_pids([network.name])
+    names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in inside}
+    assert "chromedriver" in names and any(name.startswith("chrom") and name != "chromedriver"
+                                           for name in names), names
+    links = run_ip(["-n", network.name, "-o", "link", "show"], capture=True).splitlines()
+    assert [line.split(":")[1].strip() for line in links] == ["lo"]
