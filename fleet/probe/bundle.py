@@ -36,17 +36,16 @@ BOOTSTRAP = (
 _PAYLOAD_TEMPLATE = """\
 import sys, types
 
-def _fleet_code(name, source):
+def _fleet_code(name, source, key):
     # Compiling pynvml costs 60-90 ms per probe; the code object is cached on the host, keyed
-    # by the source hash and the exact interpreter (cache tag and version), in a 0700 directory
-    # of the user's own cache (nothing is installed; a missing or unwritable cache only costs
-    # time).
-    import hashlib, marshal, os
+    # by the source's hash (computed by the controller: no hashlib import here) and the exact
+    # interpreter (cache tag and version), in a 0700 directory of the user's own cache
+    # (nothing is installed; a missing or unwritable cache only costs time).
+    import marshal, os
     filename = "<fleet-probe>/" + name + ".py"
-    interpreter = (str(sys.implementation.cache_tag) + sys.version).encode("utf-8")
-    key = hashlib.sha256(source.encode("utf-8") + interpreter).hexdigest()[:24]
+    interpreter = "%s-%x" % (sys.implementation.cache_tag, sys.hexversion)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "fleet", "probe", name + "-" + key + ".code")
+    path = os.path.join(base, "fleet", "probe", "%s-%s-%s.code" % (name, key, interpreter))
     code = None
     try:
         info = os.stat(path)
@@ -69,16 +68,16 @@ def _fleet_code(name, source):
         sys.stderr.write("fleet-probe: code cache not written: %s\\n" % exc)
     return code
 
-def _fleet_install(name, source):
+def _fleet_install(name, source, key):
     module = types.ModuleType(name)
     module.__file__ = "<fleet-probe>/" + name + ".py"
     sys.modules[name] = module
-    exec(_fleet_code(name, source), module.__dict__)
+    exec(_fleet_code(name, source, key), module.__dict__)
     return module
 
-_fleet_probe = _fleet_install("fleet_probe_remote", {remote})
+_fleet_probe = _fleet_install("fleet_probe_remote", {remote}, {remote_key})
 _fleet_cpu_before = _fleet_probe.cpu_mark()  # CPU busy is measured across pynvml's compile
-_fleet_install("pynvml", {pynvml})
+_fleet_install("pynvml", {pynvml}, {pynvml_key})
 sys.exit(_fleet_probe.main({args}, _fleet_cpu_before))
 """
 
@@ -174,11 +173,20 @@ def payload_source(arguments: list[str], pynvml_source: str | None = None) -> st
     """The Python source the bootstrap executes (uncompressed), for the given probe arguments;
     `pynvml_source` replaces the shipped (trimmed) pynvml, e.g. by the whole binding."""
     shipped, remote_source = _sources()
+    pynvml_shipped = shipped if pynvml_source is None else pynvml_source
     return _PAYLOAD_TEMPLATE.format(
-        pynvml=repr(shipped if pynvml_source is None else pynvml_source),
+        pynvml=repr(pynvml_shipped),
+        pynvml_key=repr(_code_cache_key(pynvml_shipped)),
         remote=repr(remote_source),
+        remote_key=repr(_code_cache_key(remote_source)),
         args=json.dumps(arguments),
     )
+
+
+def _code_cache_key(source: str) -> str:
+    """The key of a source's compiled code in the hosts' code cache (the payload's
+    _fleet_code adds the interpreter)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:24]
 
 
 def encode_program(source: str) -> bytes:
@@ -199,8 +207,10 @@ def probe_program(
 
 
 def probe_command(python: str = "python3") -> str:
-    """The shell command line that runs the probe program fed on its stdin."""
-    return f"exec {shlex.quote(python)} -c {shlex.quote(BOOTSTRAP)}"
+    """The shell command line that runs the probe program fed on its stdin (`-S`: the probe
+    needs only the standard library, and the site module's .pth files cost a host
+    milliseconds per probe)."""
+    return f"exec {shlex.quote(python)} -S -c {shlex.quote(BOOTSTRAP)}"
 
 
 def program_digest() -> str:

@@ -123,7 +123,7 @@ def test_arguments_travel_inside_the_program_not_on_the_command_line() -> None:
     hostile = "/tmp/x'; rm -rf / #"
     assert hostile in payload_source(probe_arguments("once", None, hostile))
     assert hostile not in probe_command("python3")
-    assert probe_command("python3").startswith("exec python3 -c ")
+    assert probe_command("python3").startswith("exec python3 -S -c ")
 
 
 def test_interpreter_path_is_quoted(tmp_path: Path, sim_host: SimHost) -> None:
