@@ -24,17 +24,25 @@ class UnmanagedGpu:
     processes: tuple[Mapping[str, Any], ...]
 
 
-def store_unmanaged(session: Session, host: str, gpu_idx: int,
-                    processes: Sequence[Mapping[str, Any]]) -> bool:
-    """Replace GPU (host, gpu_idx)'s stored unmanaged processes (none: NULL); False when the
-    database does not know that GPU yet."""
-    gpu_id = session.scalar(select(Gpu.id).join(Host, Host.id == Gpu.host_id)
-                            .where(Host.name == host, Gpu.idx == gpu_idx))
-    if gpu_id is None:
-        return False
-    value = json.dumps(list(processes), sort_keys=True) if processes else None
-    session.execute(update(Gpu).where(Gpu.id == gpu_id).values(unmanaged_json=value))
-    return True
+def store_unmanaged(session: Session, processes_by_gpu: Mapping[tuple[str, int],
+                                                    Sequence[Mapping[str, Any]]]
+                    ) -> set[tuple[str, int]]:
+    """Replace each GPU (host, gpu_idx)'s stored unmanaged processes (none: NULL), with one
+    lookup and one UPDATE statement; returns the GPUs written (not those the database does not
+    know yet)."""
+    if not processes_by_gpu:
+        return set()
+    hosts = sorted({host for host, _ in processes_by_gpu})
+    ids = {(host, idx): gpu_id for gpu_id, host, idx in session.execute(
+        select(Gpu.id, Host.name, Gpu.idx).join(Host, Host.id == Gpu.host_id)
+        .where(Host.name.in_(hosts)))}
+    known = [key for key in processes_by_gpu if key in ids]
+    if known:
+        session.execute(update(Gpu), [  # an UPDATE by primary key, executed for every row
+            {"id": ids[key], "unmanaged_json": json.dumps(list(processes_by_gpu[key]),
+                                                          sort_keys=True)
+             if processes_by_gpu[key] else None} for key in known])
+    return set(known)
 
 
 def unmanaged_gpus(session: Session) -> list[UnmanagedGpu]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from fleet.errors import ConfigError
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # Housekeeping runs every 5 s; tasks are checked against their hosts every 6th pass.
 RECONCILE_EVERY_PASSES = 6
 Reconcile = Callable[[], Awaitable[object]]
+StoredProcesses: TypeAlias = "tuple[dict[str, Any], ...]"  # what db.unmanaged keeps per GPU
 
 
 class MonitorService:
@@ -44,7 +45,7 @@ class MonitorService:
         self._housekeeping_passes = 0
         # what the database holds of each GPU's unmanaged processes (written when it changes;
         # None until the first pass has written every GPU's, clearing a previous server's)
-        self._stored_unmanaged: dict[tuple[str, int], tuple[ProcessInfo, ...]] | None = None
+        self._stored_unmanaged: dict[tuple[str, int], StoredProcesses] | None = None
 
     async def _housekeeping(self, monitor: Monitor) -> None:
         """Expire reservations, mark idle holdings, show allocations in snapshots, report
@@ -71,8 +72,8 @@ class MonitorService:
         sessions = await self.context.read("read task sessions", task_sessions)
         for use in monitor.unmanaged.check(snapshot, sessions):
             monitor.writer.add_event(unmanaged_event(use))
-        now_unmanaged = {(host.spec.name, gpu.index): monitor.unmanaged.current(
-            (host.spec.name, gpu.index)) for host in snapshot.hosts for gpu in host.gpus}
+        now_unmanaged = {(host.spec.name, gpu.index): _stored_form(monitor.unmanaged.current(
+            (host.spec.name, gpu.index))) for host in snapshot.hosts for gpu in host.gpus}
         stored = self._stored_unmanaged
         changed = {key: processes for key, processes in now_unmanaged.items()
                    if stored is None or stored.get(key, ()) != processes}  # first: all
@@ -176,12 +177,17 @@ class MonitorService:
                     await self.stop_monitor()
 
 
-def _store_unmanaged(session: Session, changed: dict[tuple[str, int], tuple[ProcessInfo, ...]]
-                     ) -> dict[tuple[str, int], tuple[ProcessInfo, ...]]:
+def _stored_form(processes: tuple[ProcessInfo, ...]) -> tuple[dict[str, Any], ...]:
+    """What the database keeps of a GPU's unmanaged processes (their memory, which changes
+    with every sample, is not kept, so it does not make a GPU changed)."""
+    return tuple({"pid": p.pid, "name": p.name, "uid": p.uid, "user": p.user}
+                 for p in processes)
+
+
+def _store_unmanaged(session: Session, changed: dict[tuple[str, int], StoredProcesses]
+                     ) -> dict[tuple[str, int], StoredProcesses]:
     """Store each changed GPU's unmanaged processes; those the database knew the GPU of."""
     from db.unmanaged import store_unmanaged
 
-    return {(host, index): processes for (host, index), processes in changed.items()
-            if store_unmanaged(session, host, index, [
-                {"pid": p.pid, "name": p.name, "uid": p.uid, "user": p.user}
-                for p in processes])}
+    written = store_unmanaged(session, changed)
+    return {key: processes for key, processes in changed.items() if key in written}
