@@ -152,7 +152,8 @@ class Monitor:
         for task in self._service_tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._written_since_summary += await self.writer.flush()
+        written = await self.writer.flush()  # not `count += await`: see _flush_loop
+        self._written_since_summary += written
         self.samples_written = self.writer.stats.gpu_samples
         self._submit_hooks()
         self._sync_host_states()
@@ -161,7 +162,8 @@ class Monitor:
             await self.hooks.close()
         if self.webhooks is not None:
             await self.webhooks.close()
-        await self.writer.flush()  # failures of the last hooks and webhooks are events too
+        written = await self.writer.flush()  # failures of the last hooks and webhooks are
+        self._written_since_summary += written  # events too
         self._publish()
         self.hub.close()
 
@@ -292,7 +294,9 @@ class Monitor:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.writer.full.wait(), interval)
-            self._written_since_summary += await self.writer.flush()
+            # Not `count += await flush()`: it would undo a summary's reset made meanwhile.
+            written = await self.writer.flush()
+            self._written_since_summary += written
             self.samples_written = self.writer.stats.gpu_samples
             self._submit_hooks()
             self._sync_host_states()
