@@ -70,6 +70,15 @@ class _Batch:
 
 
 @dataclass
+class _Facts:
+    """Each host's facts_key and GPU ids (idx → id) as written, and how many writes."""
+
+    facts: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    gpu_ids: dict[str, dict[int, int]] = field(default_factory=dict)
+    writes: int = 0
+
+
+@dataclass
 class WriterStats:
     """What the writer has done so far."""
 
@@ -93,8 +102,7 @@ class SampleWriter:
         self.drains = Drains()
         self._batch = _Batch()
         self._host_ids: dict[str, int] = {}
-        self._gpu_ids: dict[str, dict[int, int]] = {}
-        self._facts: dict[str, tuple[object, ...]] = {}  # facts_key last written per host
+        self._facts = _Facts()  # as committed; a flush's own writes join it after its commit
         self._lock = asyncio.Lock()
         self._applied: list[dict[str, object]] = []
         self._stored_states: dict[str, HostState] = {}
@@ -224,14 +232,20 @@ class SampleWriter:
         """The flush's transaction (runs in a worker thread)."""
         from db.samples import record_sample_rows
 
+        learned = _Facts()
         with self.database.session() as session:
             applied, stored = self._write_outcomes(session, batch.outcomes)
-            host_samples, gpu_samples = self._samples(session, batch.reports)
+            host_samples, gpu_samples = self._samples(session, batch.reports, learned)
             applied += self._write_health(session, batch.health)
-            self._write_events(session, batch.events)
+            self._write_events(session, batch.events, learned)
             self._touch_hosts(session, {host for host, _ in batch.reports})
             self.drains = read_drains(session)  # before record_sample_rows' commit: one commit
             record_sample_rows(session, host_samples, gpu_samples)
+        # Committed: only now may later flushes rely on what this one wrote (a rolled-back
+        # transaction's GPU rows do not exist, and its ids may go to other rows).
+        self._facts.facts.update(learned.facts)
+        self._facts.gpu_ids.update(learned.gpu_ids)
+        self.stats.facts_writes += learned.writes
         self._applied.extend(applied)
         self._stored_states.update(stored)
         self.stats.flushes += 1
@@ -273,7 +287,7 @@ class SampleWriter:
         return events, stored
 
     def _samples(
-        self, session: Session, reports: list[tuple[str, ProbeReport]]
+        self, session: Session, reports: list[tuple[str, ProbeReport]], learned: _Facts
     ) -> tuple[list[HostSampleRow], list[GpuSampleRow]]:
         from fleet.recorder import facts_key, gpu_sample_row, host_sample_row, record_report_facts
 
@@ -284,15 +298,17 @@ class SampleWriter:
             if host_id is None:
                 continue
             facts = facts_key(report)
-            if self._facts.get(host) != facts or host not in self._gpu_ids:
-                self._gpu_ids[host] = record_report_facts(
+            # What this transaction wrote earlier, else what committed flushes wrote.
+            cache = learned if host in learned.facts else self._facts
+            known, ids = cache.facts.get(host), cache.gpu_ids.get(host)
+            if ids is None or known != facts:
+                ids = record_report_facts(
                     session, host_id, host, report, int(report.timestamp), events=False
                 )
-                self._facts[host] = facts
-                self.stats.facts_writes += 1
+                learned.facts[host], learned.gpu_ids[host] = facts, ids
+                learned.writes += 1
             ts_ms = int(report.timestamp * 1000)
             host_samples.append(host_sample_row(host_id, ts_ms, report))
-            ids = self._gpu_ids[host]
             gpu_samples.extend(
                 gpu_sample_row(ids[gpu.index], ts_ms, gpu)
                 for gpu in report.gpus if gpu.index in ids
@@ -311,14 +327,15 @@ class SampleWriter:
             )
         return events
 
-    def _write_events(self, session: Session, events: list[EventIn]) -> None:
+    def _write_events(self, session: Session, events: list[EventIn], learned: _Facts) -> None:
         from db.events import add_event
 
         for event in events:
             host_id = self._host_ids.get(event.host) if event.host else None
             gpu_id = None
             if event.host is not None and event.gpu_index is not None:
-                gpu_id = self._gpu_ids.get(event.host, {}).get(event.gpu_index)
+                ids = learned.gpu_ids.get(event.host) or self._facts.gpu_ids.get(event.host, {})
+                gpu_id = ids.get(event.gpu_index)
             add_event(
                 session, ts=int(event.ts), kind=event.kind, severity=event.severity,
                 message=event.message, host_id=host_id, gpu_id=gpu_id, data=event.data,

@@ -1,0 +1,84 @@
+"""A flush the database refuses leaves nothing of its transaction in the writer's caches."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+
+import db.samples
+from db.engine import Database
+from db.models import Gpu, GpuSample
+from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.monitor.writer import SampleWriter
+
+SPEC = HostSpec("node1", "127.0.0.1")
+
+
+def _report(uuid_prefix: str = "GPU-a") -> ProbeReport:
+    gpus = tuple(GpuReport(index=i, uuid=f"{uuid_prefix}{i}", name="sim") for i in range(2))
+    return ProbeReport(schema=1, timestamp=time.time(), host=HostReport(hostname="node1"),
+                       gpus=gpus)
+
+
+def _refuse_first_commit(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """record_sample_rows fails once (after the facts were upserted), as a locked database
+    would at the commit; returns the list of calls refused."""
+    real = db.samples.record_sample_rows
+    refused: list[int] = []
+
+    def record(session: Any, host_rows: Any, gpu_rows: Any) -> int:
+        if not refused:
+            refused.append(len(gpu_rows))
+            session.rollback()
+            raise OperationalError("COMMIT", {}, Exception("database is locked"))
+        return real(session, host_rows, gpu_rows)
+
+    monkeypatch.setattr(db.samples, "record_sample_rows", record)
+    return refused
+
+
+def _gpu_rows(database: Database) -> tuple[dict[int, tuple[int, str | None]], list[int]]:
+    """Stored GPUs (id → (index, uuid)) and the gpu_id of every stored sample."""
+    with database.session() as session:
+        gpus = {gpu.id: (gpu.idx, gpu.uuid) for gpu in session.scalars(select(Gpu))}
+        sample_gpu_ids = list(session.scalars(select(GpuSample.gpu_id)))
+    return gpus, sample_gpu_ids
+
+
+async def test_a_refused_flush_caches_no_gpu_ids_and_its_retry_writes_the_gpus(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = SampleWriter(database, flush_rows=100)
+    await writer.register_hosts([SPEC])
+    refused = _refuse_first_commit(monkeypatch)
+    writer.add_report(SPEC.name, _report())
+    assert await writer.flush() == 0
+    assert refused == [2] and writer.stats.failed_flushes == 1
+    assert writer.stats.facts_writes == 0
+
+    writer.add_report(SPEC.name, _report())
+    assert await writer.flush() == 4  # the retained reading and the new one
+    gpus, sample_gpu_ids = _gpu_rows(database)
+    assert sorted(gpus.values()) == [(0, "GPU-a0"), (1, "GPU-a1")]
+    assert len(sample_gpu_ids) == 4 and set(sample_gpu_ids) == set(gpus)
+
+
+async def test_changed_facts_in_a_refused_flush_are_written_again(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = SampleWriter(database, flush_rows=100)
+    await writer.register_hosts([SPEC])
+    writer.add_report(SPEC.name, _report())
+    assert await writer.flush() == 2
+    _refuse_first_commit(monkeypatch)
+    writer.add_report(SPEC.name, _report("GPU-b"))  # both GPUs replaced
+    assert await writer.flush() == 0
+    assert await writer.flush() == 2
+    gpus, sample_gpu_ids = _gpu_rows(database)
+    assert sorted(gpus.values()) == [(0, "GPU-b0"), (1, "GPU-b1")]
+    assert set(sample_gpu_ids) <= set(gpus)
+    assert writer.stats.facts_writes == 2
