@@ -13,6 +13,7 @@ from fleet.cli.signals import stop_on_signals
 from fleet.render.exit_codes import EXIT_FAILED
 
 if TYPE_CHECKING:
+    from fleet.cli.context import GlobalOptions
     from fleet.client.session import Service
     from fleet.records import TaskRow
 
@@ -24,6 +25,7 @@ LOST_AFTER_OPTION = click.option(
 
 
 @click.command()
+@click.argument("task_refs", nargs=-1, metavar="[TASK]...")
 @click.option("--state", "states", multiple=True, metavar="STATE",
               type=click.Choice(["queued", "placing", "starting", "running", "succeeded",
                                  "failed", "cancelled", "lost"]),
@@ -35,9 +37,10 @@ LOST_AFTER_OPTION = click.option(
 @LOST_AFTER_OPTION
 @json_option
 @click.pass_context
-def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, expand: bool,
-          lost_after: str) -> None:
-    """List dispatched tasks (like sacct): host, GPUs, state, exit code, times.
+def tasks(ctx: click.Context, task_refs: tuple[str, ...], states: tuple[str, ...],
+          show_all: bool, expand: bool, lost_after: str) -> None:
+    """List dispatched tasks (like sacct): host, GPUs, state, exit code, times; with TASK ids
+    (N, a gang's or array's id, or ARRAY:INDEX), everything recorded about each of those.
 
     Running tasks are first checked against their hosts, so tasks that ended while no fleet
     process was watching show their real exit code (through `fleet serve`, the server does
@@ -51,6 +54,7 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, expand: b
       fleet tasks --state running --state queued
       fleet tasks --all --expand
       fleet tasks --all --json | jq '.tasks[] | select(.state=="failed")'
+      fleet tasks 42 17:3
     """
     from fleet.render.task_groups import fold_rows, group_json
     from fleet.render.tasks import render_tasks, task_to_json
@@ -58,6 +62,11 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, expand: b
 
     options = global_options(ctx)
     lost_after_s = parse_duration(lost_after, what="--lost-after")
+    if task_refs:
+        if states or show_all or expand:
+            raise click.UsageError("TASK ids take no --state, --all or --expand")
+        show_tasks(options, task_refs, lost_after_s)
+        return
 
     async def run() -> tuple[list[TaskRow], dict[int, list[TaskRow]]]:
         async with open_service(options) as service:
@@ -85,6 +94,32 @@ def tasks(ctx: click.Context, states: tuple[str, ...], show_all: bool, expand: b
             for row in shown]})
     else:
         click.echo(render_tasks(shown) if shown else "no tasks")
+
+
+def show_tasks(options: GlobalOptions, task_refs: tuple[str, ...], lost_after_s: float) -> None:
+    """`fleet tasks TASK...`: each named task in full, with its gang's or array's tasks."""
+    from fleet.render.task_detail import render_task_detail
+    from fleet.render.tasks import task_to_json
+
+    async def run() -> list[tuple[TaskRow, list[TaskRow]]]:
+        async with open_service(options) as service:
+            if not service.remote:  # as the listing: ended tasks show their real end
+                await service.reconcile_tasks(lost_after_s=lost_after_s)
+            shown = []
+            for ref in task_refs:
+                row = await service.task(await resolve_task(service, ref))
+                members = await service.members(row.group_id) if row.group_id else []
+                shown.append((row, members))
+            return shown
+
+    shown = run_async(run)
+    if options.as_json:
+        echo_json({"tasks": [
+            {**task_to_json(row), **({"members": [task_to_json(m) for m in members]}
+                                     if members else {})}
+            for row, members in shown]})
+    else:
+        click.echo("\n\n".join(render_task_detail(row, members) for row, members in shown))
 
 
 TASK_REF = re.compile(r"(\d+)(?::(\d+))?")
