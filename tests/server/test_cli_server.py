@@ -31,7 +31,8 @@ async def test_read_commands_answer_the_same_through_the_server(
     whoami = await lab.run("--server", str(server.socket_path), "tasks")  # explicit --server
     assert whoami.returncode == 0, whoami.stderr
 
-    for args in (("tasks", "--all"), ("tasks", "--state", "queued"), ("allocations", "--all"),
+    for args in (("tasks", "--all"), ("tasks", "--state", "queued"), ("tasks", "1", "2"),
+                 ("allocations", "--all"),
                  ("events", "--kind", "host_drained"), ("hosts",), ("hosts", "--hosts", "gpu2")):
         local, remote = await _both(lab, *args)
         if args[0] == "hosts":  # last_seen moves while the server's monitor runs
@@ -50,6 +51,7 @@ async def test_read_commands_answer_the_same_through_the_server(
         [g["uuid"] for h in remote["hosts"] for g in h["gpus"]]
 
     for args, code in ((("status", "--hosts", "nope"), 2), (("cancel", "999"), 2),
+                       (("tasks", "999"), 2),
                        (("release", "999"), 2), (("drain", "nohost"), 2)):
         local_run = await lab.run(*args, env=LOCAL)
         remote_run = await lab.run(*args)
