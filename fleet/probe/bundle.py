@@ -18,6 +18,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TASKS_DIR = "~/.fleet/tasks"
 REMOTE_SOURCE_PATH = Path(__file__).with_name("remote.py")
+# The probe's own modules, installed on a host in this order under these names (remote.py
+# finds the other two by them: see its _beside).
+PROBE_MODULES = (
+    ("fleet_probe_proc", REMOTE_SOURCE_PATH.with_name("remote_proc.py")),
+    ("fleet_probe_cli", REMOTE_SOURCE_PATH.with_name("remote_cli.py")),
+    ("fleet_probe_remote", REMOTE_SOURCE_PATH),
+)
 PYTHON_TOO_OLD_EXIT = 97  # the bootstrap's exit status on a Python older than 3.6
 
 # Runs on the host as `python3 -c BOOTSTRAP`: reads one length-prefixed zlib payload from stdin
@@ -75,7 +82,8 @@ def _fleet_install(name, source, key):
     exec(_fleet_code(name, source, key), module.__dict__)
     return module
 
-_fleet_probe = _fleet_install("fleet_probe_remote", {remote}, {remote_key})
+{installs}
+_fleet_probe = sys.modules["fleet_probe_remote"]
 _fleet_cpu_before = _fleet_probe.cpu_mark()  # CPU busy is measured across pynvml's compile
 _fleet_install("pynvml", {pynvml}, {pynvml_key})
 sys.exit(_fleet_probe.main({args}, _fleet_cpu_before))
@@ -137,10 +145,12 @@ def _trimmed_pynvml(full: str, remote: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _sources() -> tuple[str, str]:
-    """(pynvml as shipped: trimmed to what remote.py uses, remote.py)."""
-    remote = REMOTE_SOURCE_PATH.read_text(encoding="utf-8")
-    return _trimmed_pynvml(full_pynvml_source(), remote), remote
+def _sources() -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(pynvml as shipped: trimmed to what the probe's modules use, (name, source) of each of
+    those modules in PROBE_MODULES' order)."""
+    modules = tuple((name, path.read_text(encoding="utf-8")) for name, path in PROBE_MODULES)
+    used = "\n".join(source for _, source in modules)
+    return _trimmed_pynvml(full_pynvml_source(), used), modules
 
 
 def shipped_pynvml_source() -> str:
@@ -172,13 +182,15 @@ def probe_arguments(
 def payload_source(arguments: list[str], pynvml_source: str | None = None) -> str:
     """The Python source the bootstrap executes (uncompressed), for the given probe arguments;
     `pynvml_source` replaces the shipped (trimmed) pynvml, e.g. by the whole binding."""
-    shipped, remote_source = _sources()
+    shipped, modules = _sources()
     pynvml_shipped = shipped if pynvml_source is None else pynvml_source
+    installs = "\n".join(
+        f"_fleet_install({name!r}, {source!r}, {_code_cache_key(source)!r})"
+        for name, source in modules)
     return _PAYLOAD_TEMPLATE.format(
+        installs=installs,
         pynvml=repr(pynvml_shipped),
         pynvml_key=repr(_code_cache_key(pynvml_shipped)),
-        remote=repr(remote_source),
-        remote_key=repr(_code_cache_key(remote_source)),
         args=json.dumps(arguments),
     )
 
@@ -214,9 +226,10 @@ def probe_command(python: str = "python3") -> str:
 
 
 def program_digest() -> str:
-    """A short content hash of what the probe ships (pynvml + remote.py), for logs and caches."""
-    pynvml_source, remote_source = _sources()
+    """A short content hash of what the probe ships (pynvml + its own modules), for logs and
+    caches."""
+    pynvml_source, modules = _sources()
     digest = hashlib.sha256()
-    for source in (pynvml_source, remote_source):
+    for source in (pynvml_source, *(source for _, source in modules)):
         digest.update(source.encode("utf-8"))
     return digest.hexdigest()[:16]

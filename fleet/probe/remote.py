@@ -3,13 +3,30 @@
 # This file is sent to hosts as source and must stay Python 3.6 syntax and stdlib only
 # (tests check it with ast.parse(feature_version=(3, 6))). The controller also imports it to
 # probe its own machine in-process, so everything below the imports is importable and the
-# command line entry point is main(argv).
+# command line entry point is main(argv). Its host readers and its command line live in
+# remote_proc.py and remote_cli.py, shipped beside it.
 
 import os
-import select
 import signal
 import sys
 import time
+
+
+def _beside(name):
+    """remote_NAME.py: on a host the bundle installs it as fleet_probe_NAME before this module
+    (so no package is looked up there); imported by the controller, fleet.probe.remote_NAME."""
+    module = sys.modules.get("fleet_probe_" + name)
+    if module is None:
+        import importlib
+
+        module = importlib.import_module("fleet.probe.remote_" + name)
+    return module
+
+
+_proc = _beside("proc")
+_cli = _beside("cli")
+cpu_mark = _proc.cpu_mark  # the bundle takes the first CPU mark through this module
+parse_args = _cli.parse_args
 
 # Imported on first use (NvmlSession.start): the bundle installs pynvml after this module so
 # the first CPU-time reading can be taken before pynvml is compiled.
@@ -17,7 +34,7 @@ pynvml = None
 PYNVML_IMPORT_ERROR = None
 
 SCHEMA_VERSION = 1
-DEFAULT_TASKS_DIR = "~/.fleet/tasks"
+DEFAULT_TASKS_DIR = _cli.DEFAULT_TASKS_DIR
 CPU_GAP_SECONDS = 0.1
 PSTATE_UNKNOWN = 32
 
@@ -105,47 +122,6 @@ def _read_memory(reader, handle):
     return int(info.total), int(info.used)
 
 
-def _process_name(pid):
-    try:
-        with open("/proc/%d/comm" % pid, "rb") as comm:
-            return comm.read(256).decode("utf-8", "replace").strip() or None
-    except (OSError, ValueError):
-        return None  # gone, in another pid namespace, or not ours to read
-
-
-def _process_uid(pid):
-    """The real uid of a process (None: gone, in another pid namespace, or not ours to read)."""
-    try:
-        with open("/proc/%d/status" % pid, "rb") as status:
-            for line in status.read(8192).decode("ascii", "replace").splitlines():
-                if line.startswith("Uid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _process_session(pid):
-    """The session id of a process (fields after "(comm)": state ppid pgrp session ...)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as stat:
-            fields = stat.read(4096).decode("ascii", "replace").rpartition(")")[2].split()
-        return int(fields[3])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _user_name(uid):
-    """The host's name for `uid` (None when it has none)."""
-    if uid is None:
-        return None
-    try:
-        import pwd
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return None
-
-
 def _read_processes(reader, handle):
     for name in ("nvmlDeviceGetComputeRunningProcesses_v3",
                  "nvmlDeviceGetComputeRunningProcesses_v2"):
@@ -164,14 +140,14 @@ def _read_processes(reader, handle):
         for process in found:
             pid = int(process.pid)
             used = process.usedGpuMemory
-            uid = _process_uid(pid)
+            uid = _proc.process_uid(pid)
             processes.append({
                 "pid": pid,
                 "used_memory_bytes": None if used is None else int(used),
-                "name": _process_name(pid),
+                "name": _proc.process_name(pid),
                 "uid": uid,
-                "user": _user_name(uid),
-                "session": _process_session(pid),
+                "user": _proc.user_name(uid),
+                "session": _proc.process_session(pid),
             })
         return processes
     return []
@@ -235,95 +211,6 @@ def read_gpu(index, warnings):
     return gpu
 
 
-def _read_first_line(path):
-    with open(path) as source:
-        return source.readline()
-
-
-def read_cpu_times():
-    """(busy, total) jiffies from /proc/stat's aggregate line, or None where unreadable."""
-    try:
-        fields = _read_first_line("/proc/stat").split()
-        if not fields or fields[0] != "cpu":
-            return None
-        values = [int(value) for value in fields[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
-    # guest time is already included in user/nice, so only the first 8 fields count
-    total = sum(values[:8])
-    return total - idle, total
-
-
-def cpu_mark():
-    """(monotonic time, read_cpu_times()): one end of a CPU busy measurement."""
-    return time.monotonic(), read_cpu_times()
-
-
-def cpu_busy_pct(before, after):
-    """Busy share of CPU time between two cpu_mark() results, or None."""
-    if before[1] is None or after[1] is None:
-        return None
-    busy = after[1][0] - before[1][0]
-    total = after[1][1] - before[1][1]
-    if total <= 0:
-        return None
-    return round(100.0 * min(max(busy, 0), total) / total, 1)
-
-
-def _read_meminfo():
-    values = {}
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            parts = line.split()
-            if len(parts) >= 2 and parts[0] in ("MemTotal:", "MemAvailable:"):
-                values[parts[0]] = int(parts[1]) * 1024
-    return values.get("MemTotal:"), values.get("MemAvailable:")
-
-
-def _existing_dir(path):
-    """path itself if it exists, else its nearest existing parent."""
-    path = os.path.abspath(os.path.expanduser(path))
-    for _ in range(256):
-        if os.path.exists(path):
-            return path
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
-
-
-def _disk(path):
-    stats = os.statvfs(path)
-    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
-
-
-def _read_net():
-    rx_total = 0
-    tx_total = 0
-    with open("/proc/net/dev") as netdev:
-        for line in netdev:
-            if ":" not in line:
-                continue
-            name, counters = line.split(":", 1)
-            if name.strip() == "lo":
-                continue
-            fields = counters.split()
-            if len(fields) >= 9:
-                rx_total += int(fields[0])
-                tx_total += int(fields[8])
-    return rx_total, tx_total
-
-
-def _guarded(warnings, what, function, *args):
-    try:
-        return function(*args)
-    except (OSError, ValueError, IndexError) as error:
-        warnings.append("host: %s: %s" % (what, error))
-        return None
-
-
 def _cuda_version_text(version):
     if version is None:
         return None
@@ -331,27 +218,8 @@ def _cuda_version_text(version):
 
 
 def read_host(session, tasks_dir, cpu_busy, warnings):
-    """Host facts as a dict with HostReport's field names."""
-    host = {
-        "hostname": _guarded(warnings, "hostname", lambda: os.uname().nodename),
-        "kernel": os.uname().release,
-        "cpu_count": os.cpu_count(),
-        "cpu_busy_pct": cpu_busy,
-        "python_version": "%d.%d.%d" % tuple(sys.version_info[:3]),
-        "driver_version": None,
-        "cuda_driver_version": None,
-        "nvml_version": None,
-    }
-    load = _guarded(warnings, "loadavg", os.getloadavg)
-    host["load_1m"], host["load_5m"], host["load_15m"] = load if load else (None, None, None)
-    memory = _guarded(warnings, "/proc/meminfo", _read_meminfo)
-    host["memory_total_bytes"], host["memory_available_bytes"] = memory or (None, None)
-    root = _guarded(warnings, "statvfs /", _disk, "/")
-    host["disk_root_total_bytes"], host["disk_root_free_bytes"] = root or (None, None)
-    tasks = _guarded(warnings, "statvfs tasks dir", _disk, _existing_dir(tasks_dir))
-    host["disk_tasks_total_bytes"], host["disk_tasks_free_bytes"] = tasks or (None, None)
-    net = _guarded(warnings, "/proc/net/dev", _read_net)
-    host["net_rx_bytes"], host["net_tx_bytes"] = net or (None, None)
+    """Host facts as a dict with HostReport's field names (NVML's versions added here)."""
+    host = _proc.host_facts(tasks_dir, cpu_busy, warnings)
     if session.ready:
         reader = Reader(warnings, "host")
         try:
@@ -438,8 +306,8 @@ def read_sample(session, tasks_dir, cpu_before, wait=time.sleep):
     remaining = CPU_GAP_SECONDS - (time.monotonic() - cpu_before[0])
     if remaining > 0:
         wait(remaining)
-    cpu_after = cpu_mark()
-    host = read_host(session, tasks_dir, cpu_busy_pct(cpu_before, cpu_after), warnings)
+    cpu_after = _proc.cpu_mark()
+    host = read_host(session, tasks_dir, _proc.cpu_busy_pct(cpu_before, cpu_after), warnings)
     sample = {
         "schema": SCHEMA_VERSION,
         "ts": time.time(),
@@ -455,7 +323,7 @@ def read_sample(session, tasks_dir, cpu_before, wait=time.sleep):
 def read_once(tasks_dir=DEFAULT_TASKS_DIR, cpu_before=None):
     """A single reading with its own NVML session (used by the controller for local hosts too)."""
     if cpu_before is None:
-        cpu_before = cpu_mark()
+        cpu_before = _proc.cpu_mark()
     session = NvmlSession().start()
     try:
         return read_sample(session, tasks_dir, cpu_before)[0]
@@ -463,76 +331,21 @@ def read_once(tasks_dir=DEFAULT_TASKS_DIR, cpu_before=None):
         session.stop()
 
 
-class Stop(Exception):
-    """The stream should end: stdin closed, or a termination signal arrived."""
-
-
-def _on_signal(signum, frame):
-    raise Stop("signal %d" % signum)
-
-
-def _wait_or_stdin_closed(seconds, stdin_fd):
-    """Sleep up to `seconds`; raise Stop as soon as stdin reaches end of file."""
-    deadline = time.monotonic() + seconds
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        if stdin_fd is None:
-            time.sleep(remaining)
-            return
-        readable, _, _ = select.select([stdin_fd], [], [], remaining)
-        if readable and not os.read(stdin_fd, 65536):
-            raise Stop("stdin closed")
-
-
-def _not_serializable(value):
-    raise TypeError("Object of type %s is not JSON serializable" % type(value).__name__)
-
-
-def _json_encoder():
-    """A function giving json.dumps(value, separators=(",", ":"), allow_nan=False).
-
-    CPython's C encoder (_json, what json.dumps itself runs) is used directly: importing the
-    json package compiles its decoder's regular expressions, milliseconds of host CPU per
-    probe. Elsewhere, or where that signature differs, json.dumps.
-    """
-    try:
-        from _json import encode_basestring_ascii, make_encoder
-
-        encode = make_encoder(None, _not_serializable, encode_basestring_ascii, None, ":", ",",
-                              False, False, False)
-        encode({"probe": [1, 0.5, None, True, "x"]}, 0)
-    except (ImportError, TypeError):
-        import json
-
-        return lambda value: json.dumps(value, separators=(",", ":"), allow_nan=False)
-    return lambda value: "".join(encode(value, 0))
-
-
-json_dumps = _json_encoder()
-
-
-def _emit(sample, out):
-    out.write(json_dumps(sample) + "\n")
-    out.flush()
-
-
 def stream(interval, max_samples, tasks_dir, out, stdin_fd, cpu_before=None):
     """Print one line per interval until stdin closes, a signal arrives, or max_samples lines."""
     if cpu_before is None:
-        cpu_before = cpu_mark()
+        cpu_before = _proc.cpu_mark()
     session = NvmlSession().start()
 
     def wait(seconds):
-        _wait_or_stdin_closed(seconds, stdin_fd)
+        _cli.wait_or_stdin_closed(seconds, stdin_fd)
 
     try:
         emitted = 0
         next_due = time.monotonic()
         while max_samples is None or emitted < max_samples:
             sample, cpu_before = read_sample(session, tasks_dir, cpu_before, wait)
-            _emit(sample, out)
+            _cli.emit(sample, out)
             emitted += 1
             if max_samples is not None and emitted >= max_samples:
                 break
@@ -545,72 +358,6 @@ def stream(interval, max_samples, tasks_dir, out, stdin_fd, cpu_before=None):
         session.stop()
 
 
-class ProbeArguments(object):
-    """The probe's command line: --once | --interval S, [--max-samples N], [--tasks-dir D]."""
-
-    def __init__(self):
-        self.once = False
-        self.interval = None
-        self.max_samples = None
-        self.tasks_dir = DEFAULT_TASKS_DIR
-
-
-_USAGE = ("usage: fleet-probe (--once | --interval INTERVAL) [--max-samples MAX_SAMPLES]"
-          " [--tasks-dir TASKS_DIR]")
-
-
-class UsageError(Exception):
-    """A bad probe command line (reported like argparse would: usage, message, exit 2)."""
-
-
-def _number(option, text, kind):
-    try:
-        return kind(text)
-    except ValueError:
-        raise UsageError("argument %s: invalid %s value: %r" % (option, kind.__name__, text)) from None
-
-
-def parse_args(argv):
-    """ProbeArguments from argv (hand-parsed: importing argparse costs a host ~10 ms)."""
-    args = ProbeArguments()
-    values = {}
-    position = 0
-    while position < len(argv):
-        option, separator, inline = argv[position].partition("=")
-        position += 1
-        if option == "--once" and not separator:
-            values[option] = True
-            continue
-        if option not in ("--interval", "--max-samples", "--tasks-dir"):
-            raise UsageError("unrecognized arguments: %s" % argv[position - 1])
-        if not separator:
-            if position >= len(argv):
-                raise UsageError("argument %s: expected one argument" % option)
-            inline = argv[position]
-            position += 1
-        values[option] = inline
-    if ("--once" in values) == ("--interval" in values):
-        raise UsageError("exactly one of the arguments --once --interval is required")
-    args.once = "--once" in values
-    if "--interval" in values:
-        args.interval = _number("--interval", values["--interval"], float)
-        if not args.interval > 0:
-            raise UsageError("--interval must be > 0")
-    if "--max-samples" in values:
-        args.max_samples = _number("--max-samples", values["--max-samples"], int)
-        if args.max_samples < 1:
-            raise UsageError("--max-samples must be >= 1")
-    args.tasks_dir = values.get("--tasks-dir", DEFAULT_TASKS_DIR)
-    return args
-
-
-def _stdin_fd():
-    try:
-        return sys.stdin.fileno() if sys.stdin is not None else None
-    except (OSError, ValueError):
-        return None
-
-
 def main(argv, cpu_before=None):
     """Command line entry point; returns the exit status.
 
@@ -619,18 +366,18 @@ def main(argv, cpu_before=None):
     """
     try:
         args = parse_args(argv)
-    except UsageError as error:
-        sys.stderr.write("%s\nfleet-probe: error: %s\n" % (_USAGE, error))
+    except _cli.UsageError as error:
+        sys.stderr.write("%s\nfleet-probe: error: %s\n" % (_cli.USAGE, error))
         return 2
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
-        signal.signal(getattr(signal, name), _on_signal)
+        signal.signal(getattr(signal, name), _cli.on_signal)
     out = sys.stdout
     try:
         if args.once:
-            _emit(read_once(args.tasks_dir, cpu_before), out)
+            _cli.emit(read_once(args.tasks_dir, cpu_before), out)
         else:
-            stream(args.interval, args.max_samples, args.tasks_dir, out, _stdin_fd(), cpu_before)
-    except Stop as stop:
+            stream(args.interval, args.max_samples, args.tasks_dir, out, _cli.stdin_fd(), cpu_before)
+    except _cli.Stop as stop:
         sys.stderr.write("fleet-probe: stopping: %s\n" % stop)
     except BrokenPipeError:
         # the reader went away (SSH channel closed): nothing more to say to anyone

@@ -23,7 +23,8 @@ def test_compiled_code_is_cached_privately_and_reused(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     cache_dir = tmp_path / "fleet" / "probe"
     entries = sorted(cache_dir.glob("*.code"))
-    assert [entry.name.split("-")[0] for entry in entries] == ["fleet_probe_remote", "pynvml"]
+    assert [entry.name.split("-")[0] for entry in entries] == [
+        "fleet_probe_cli", "fleet_probe_proc", "fleet_probe_remote", "pynvml"]
     assert cache_dir.stat().st_mode & 0o777 == 0o700
     assert all(entry.stat().st_mode & 0o777 == 0o600 for entry in entries)
     stamps = [entry.stat().st_mtime_ns for entry in entries]
@@ -37,7 +38,9 @@ def test_compiled_code_is_cached_privately_and_reused(tmp_path: Path) -> None:
 
 def test_corrupt_or_group_writable_cache_entries_are_not_used(tmp_path: Path) -> None:
     assert _run_probe(tmp_path).returncode == 0
-    remote_entry, pynvml_entry = sorted((tmp_path / "fleet" / "probe").glob("*.code"))
+    entries = {entry.name.split("-")[0]: entry
+               for entry in (tmp_path / "fleet" / "probe").glob("*.code")}
+    remote_entry, pynvml_entry = entries["fleet_probe_remote"], entries["pynvml"]
     pynvml_entry.write_bytes(b"not marshal data")
     hostile = compile("import sys; sys.stdout.write('PWNED'); sys.exit(0)", "<x>", "exec")
     remote_entry.write_bytes(marshal.dumps(hostile))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleet.probe import remote
+from fleet.probe import remote_cli as remote
 from fleet.probe.bundle import probe_command, probe_program
 from tests.unit.test_probe_trim import CASES, SimHost
 

@@ -85,11 +85,14 @@ def expected_gpu(index: int, gpu: SimGpu) -> GpuReport:
     )
 
 
-def test_remote_source_is_python36_syntax() -> None:
-    source = REMOTE_SOURCE_PATH.read_text()
-    tree = ast.parse(source, feature_version=(3, 6))
-    future = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    assert all(node.module != "__future__" for node in future)
+def test_every_shipped_module_is_python36_syntax() -> None:
+    from fleet.probe.bundle import PROBE_MODULES
+
+    assert REMOTE_SOURCE_PATH in [path for _, path in PROBE_MODULES]
+    for _, path in PROBE_MODULES:
+        tree = ast.parse(path.read_text(), feature_version=(3, 6))
+        future = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        assert all(node.module != "__future__" for node in future), path
 
 
 def test_remote_field_names_are_the_model_field_names(sim_host: SimHost) -> None:

@@ -242,7 +242,8 @@ def test_trimmed_module_defines_every_name_the_probe_uses(sources: tuple[str, st
     full, trimmed = sources
     defined_in_full = {name for node in ast.parse(full).body for name in _names(node)}
     defined = {name for node in ast.parse(trimmed).body for name in _names(node)}
-    used = names_used_by_probe(REMOTE_SOURCE_PATH.read_text()) & defined_in_full
+    probe = "\n".join(path.read_text() for _, path in bundle.PROBE_MODULES)
+    used = names_used_by_probe(probe) & defined_in_full
     assert "nvmlDeviceGetComputeRunningProcesses_v3" in used  # reached by getattr(pynvml, name)
     assert used <= defined
 
