@@ -18,13 +18,7 @@ from fleet.inventory import (
     select_hosts,
 )
 from fleet.model import HostSpec
-
-HERE = Path(__file__).parent
-GOOD = HERE / "inventories" / "good"
-BAD = HERE / "inventories" / "bad"
-EXAMPLE = HERE.parent.parent / "inventory.example.yaml"
-ERROR_MARK = "# <- error"
-
+from tests.unit.test_inventory import EXAMPLE
 
 
 @pytest.mark.parametrize(
