@@ -49,8 +49,11 @@ def _json_encoder():
 
         encode = make_encoder(None, _not_serializable, encode_basestring_ascii, None, ":", ",",
                               False, False, False)
-        encode({"probe": [1, 0.5, None, True, "x"]}, 0)
-    except (ImportError, TypeError):
+        works = "".join(encode({"probe": [1, 0.5, None, True, "\u00e9"]}, 0)) == \
+            '{"probe":[1,0.5,null,true,"\\u00e9"]}'
+    except (ImportError, TypeError, ValueError):
+        works = False
+    if not works:  # another interpreter, or a C encoder that takes other arguments
         import json
 
         return lambda value: json.dumps(value, separators=(",", ":"), allow_nan=False)
