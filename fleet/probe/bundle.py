@@ -119,20 +119,21 @@ def _read_private(path: Path) -> str | None:
         return None
 
 
-def _trimmed_pynvml(full: str, remote: str) -> str:
-    """trim_pynvml(full, remote), cached in the controller's user cache: trimming parses the
-    whole binding (~0.1-0.4 s), which every process that probes would pay otherwise."""
+def _trimmed_pynvml(full: str, probe: str) -> str:
+    """trim_pynvml(full, probe), `probe` being the source of every probe module, cached in the
+    controller's user cache: trimming parses the whole binding (~0.1-0.4 s), which every
+    process that probes would pay otherwise."""
     from fleet.probe import trim
 
     key = hashlib.sha256()
-    for part in (full, remote, Path(trim.__file__).read_text(encoding="utf-8")):
+    for part in (full, probe, Path(trim.__file__).read_text(encoding="utf-8")):
         key.update(hashlib.sha256(part.encode("utf-8")).digest())
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     path = base / "fleet" / "bundle" / f"pynvml-{key.hexdigest()[:24]}.py"
     cached = _read_private(path)
     if cached is not None:
         return cached
-    trimmed = trim.trim_pynvml(full, remote)
+    trimmed = trim.trim_pynvml(full, probe)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
