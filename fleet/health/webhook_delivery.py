@@ -40,6 +40,9 @@ class RetryPolicy:
     first_wait_s: float = 0.5
     max_wait_s: float = 15.0
     attempt_timeout_s: float = 10.0
+    # No attempt starts with less than this left before the deadline: one that short fails by
+    # timing out, and would hide the reason the earlier attempts failed.
+    min_attempt_s: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class _Attempt:
     reason: str = ""
     retry: bool = False
     retry_after_s: float | None = None
+    timed_out: bool = False
 
 
 @dataclass
@@ -152,10 +156,12 @@ class WebhookRunner:
         deadline = loop.time() + webhook.deadline_s
         wait_s = self.policy.first_wait_s
         attempts = 0
+        telling: _Attempt | None = None  # the last outcome not cut short by the deadline
         while True:
             attempts += 1
             self.stats.attempts += 1
-            timeout_s = min(self.policy.attempt_timeout_s, max(deadline - loop.time(), 0.001))
+            left_s = max(deadline - loop.time(), 0.001)
+            timeout_s = min(self.policy.attempt_timeout_s, left_s)
             outcome = await self._post(webhook, body, timeout_s)
             if outcome.delivered:
                 self.stats.delivered += 1
@@ -165,11 +171,15 @@ class WebhookRunner:
             if not outcome.retry:
                 self._failed(webhook, event, outcome, attempts, "")
                 return
+            cut_short = outcome.timed_out and timeout_s < self.policy.attempt_timeout_s
+            if telling is None or not cut_short:
+                telling = outcome
             pause_s = (outcome.retry_after_s if outcome.retry_after_s is not None
                        else random.uniform(wait_s / 2, wait_s))
-            if loop.time() + pause_s >= deadline:
-                self._failed(webhook, event, outcome, attempts,
-                             f"; gave up at its {webhook.deadline_s:g}s deadline")
+            if loop.time() + pause_s + self.policy.min_attempt_s > deadline:
+                last = " (the last cut off by the deadline)" if telling is not outcome else ""
+                self._failed(webhook, event, telling, attempts,
+                             f"{last}; gave up at its {webhook.deadline_s:g}s deadline")
                 return
             await asyncio.sleep(pause_s)
             wait_s = min(wait_s * 2, self.policy.max_wait_s)
@@ -188,7 +198,8 @@ class WebhookRunner:
                     status = response.status
                     retry_after = _retry_after_s(response.headers.get("Retry-After"))
         except TimeoutError:
-            return _Attempt(False, reason=f"no answer within {timeout_s:.3g}s", retry=True)
+            return _Attempt(False, reason=f"no answer within {timeout_s:.3g}s", retry=True,
+                            timed_out=True)
         except aiohttp.InvalidURL as exc:
             return _Attempt(False, reason=scrub(f"invalid URL: {exc}", webhook.url))
         except (aiohttp.ClientError, OSError) as exc:

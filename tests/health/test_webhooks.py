@@ -153,6 +153,29 @@ async def test_4xx_is_not_retried_but_429_is(receiver: Receiver) -> None:
     await runner.close(timeout_s=10)
 
 
+async def test_a_silent_receiver_fails_as_no_answer_and_keeps_the_telling_reason(
+        receiver: Receiver) -> None:
+    failures: list[dict[str, object]] = []
+    runner = WebhookRunner([Webhook(receiver.url("/slow"), deadline_s=0.4)],
+                           on_failure=failures.append, policy=FAST)
+    receiver.silent_from = 0  # never answers: the one attempt ends at the deadline
+    runner.submit(EVENT)
+    await wait_for(lambda: failures)
+    assert "failed for event gpu_hot: no answer within 0.4s after 1 attempt;" in str(
+        failures[0]["message"])
+    # A 503, then silence: the attempt the deadline cut short does not hide the 503.
+    failures.clear()
+    receiver.received.clear()
+    receiver.statuses, receiver.silent_from = [503], 1
+    runner.submit(EVENT)
+    await wait_for(lambda: failures)
+    assert [item.status for item in receiver.received] == [503, 0]
+    assert str(failures[0]["message"]).endswith(
+        "failed for event gpu_hot: HTTP 503 after 2 attempts (the last cut off by the "
+        "deadline); gave up at its 0.4s deadline")
+    await runner.close(timeout_s=0.2)
+
+
 async def test_full_queue_drops_and_counts(closed_port: int) -> None:
     slow = Webhook(f"http://127.0.0.1:{closed_port}/x", deadline_s=5)
     runner = WebhookRunner([slow], max_concurrent=1, queue_size=2,

@@ -25,14 +25,17 @@ class Received:
 @dataclass
 class Receiver:
     """Answers each POST with the next of `statuses` (the last one repeats), or 500 on one of
-    `failing_paths`, and records it."""
+    `failing_paths`, and records it; from request number `silent_from` (0-based) on it reads
+    the request and never answers, until closed."""
 
     statuses: list[int] = field(default_factory=lambda: [200])
     failing_paths: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
+    silent_from: int | None = None
     port: int = 0
     _runner: web.AppRunner | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def delivered(self) -> list[Received]:
@@ -54,6 +57,7 @@ class Receiver:
         return self
 
     async def close(self) -> None:
+        self._closing.set()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -61,6 +65,10 @@ class Receiver:
         index = min(len(self.received), len(self.statuses) - 1)
         status = 500 if request.path in self.failing_paths else self.statuses[index]
         body = json.loads(await request.read())
+        if self.silent_from is not None and len(self.received) >= self.silent_from:
+            self.received.append(Received(request.path, request.content_type, body, 0))
+            await self._closing.wait()
+            raise web.HTTPServiceUnavailable()
         self.received.append(Received(request.path, request.content_type, body, status))
         return web.Response(status=status, headers=self.headers if status >= 400 else None)
 
