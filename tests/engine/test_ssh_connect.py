@@ -99,7 +99,7 @@ async def test_command_timeout_keeps_partial_output(
         elapsed = time.monotonic() - started
         # The connection stays usable after a timed-out command.
         after = await run_command(conn, "echo still-here", host="delta", timeout=5)
-    assert elapsed < 2.0
+    assert elapsed < 10  # the command sleeps 30 s: the 0.5 s timeout ended it
     assert isinstance(caught.value, HostUnreachable)
     assert caught.value.stdout == b"partial\n"
     assert "timed out after 0.5s" in str(caught.value)

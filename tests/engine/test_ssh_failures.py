@@ -79,7 +79,7 @@ async def test_refused_port_is_unreachable_fast(sim_ssh_options: SshOptions) -> 
     with pytest.raises(HostUnreachable, match=rf"connection refused at 127\.0\.0\.1:{port}") as e:
         await connect(spec, sim_ssh_options)
     # Far below connect_timeout + login_timeout (4 s): a refusal is not waited out.
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.5
     assert isinstance(e.value.__cause__, ConnectionRefusedError)
     assert e.value.host == "closed"
 

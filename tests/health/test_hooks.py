@@ -107,9 +107,8 @@ async def test_submit_never_blocks_and_overflow_is_counted(tmp_path: Path) -> No
     settings = HookSettings(commands=(HookCommand("sleep 5"),), max_concurrent=1, queue_size=3,
                             timeout_s=10)
     runner = HookRunner(settings)
-    started = time.monotonic()
     queued = [runner.submit(EVENT) for _ in range(50)]
-    assert time.monotonic() - started < 0.5
+    assert runner.stats.started == 0  # submit only queues: nothing starts before the loop runs
     assert sum(queued) == 3
     assert runner.stats.dropped == 47
     closing = time.monotonic()

@@ -110,9 +110,8 @@ async def test_a_failing_webhook_is_an_event_and_never_a_stall(
     dead = Webhook(f"http://127.0.0.1:{closed_port}/hooks/SECRETTOKEN?key=SECRETKEY",
                    deadline_s=0.5)
     runner = WebhookRunner([dead, good], on_failure=failures.append, policy=FAST)
-    started = time.monotonic()
     assert runner.submit(EVENT) == 2
-    assert time.monotonic() - started < 0.1  # submit only queues
+    assert runner.stats.attempts == 0  # submit only queues: no attempt before the loop runs
     await wait_for(lambda: failures and receiver.delivered)
     (failure,) = failures
     assert failure["kind"] == "webhook_failed" and failure["severity"] == "warning"
