@@ -95,6 +95,7 @@ class Fleet:
         self.submit = self.dispatch_service.submit
         self.dispatch = self.dispatch_service.dispatch
         self.dispatch_array = self.dispatch_service.dispatch_array
+        self.resume_array = self.dispatch_service.resume_array
         self.members = self.dispatch_service.members
         self.resume_queued = self.dispatch_service.resume_queued
         self.follow = self.dispatch_service.follow

@@ -7,6 +7,10 @@ same queue, claim and start as a lone `--wait` task, in index order. A member th
 not yet waiting for has no heartbeat (checked_at 0), so it holds no place in the queue; the
 reconciler keeps it while some member of its array has a fresh one, and cancels it otherwise
 (the driver went away).
+
+A driver stopped with KEEP_QUEUED (`fleet serve` stopping) leaves its members as they are:
+running ones run on, queued ones stay queued, and the next server drives the array on from
+its records (`resume_ids`, then `run_array`, which follows the members already started).
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from fleet.dispatch.lifecycle import (
     claim_for,
     record_override,
     start_claimed,
+    started_of_row,
     unless_stopped,
 )
 from fleet.dispatch.records import now_s
-from fleet.dispatch.request import DispatchRequest, StartedTask, TaskCancelled
+from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask, TaskCancelled
 from fleet.errors import ConfigError, FleetError
 
 if TYPE_CHECKING:
@@ -114,18 +119,39 @@ async def run_array(context: FleetContext, placement: PlacementService, spec: Ar
                     stop: asyncio.Event | None = None,
                     lost_after_s: float = DEFAULT_LOST_AFTER_S) -> list[TaskRow]:
     """Drive the array to its end (at most spec.max_running members at once) and return
-    every member as recorded, by index. `stop` cancels the members still to run or running."""
+    every member as recorded, by index. `stop` cancels the members still to run or running.
+
+    A member an earlier driver started is followed to its end in its turn (it holds its place
+    in the window); one that ended or never got its script started is passed over.
+    """
     from fleet.placement.reservations import current_owner
 
     array_id = ids[0]
     window = spec.max_running or min(spec.size, MAX_WAITERS)
     pending = iter(range(len(members)))
 
+    async def follow_member(member: ArrayMember, row: TaskRow) -> None:
+        try:
+            started = started_of_row(context, row)
+        except FleetError as exc:
+            on_event(f"array {array_id} index {member.index} (task {row.id}): {exc}")
+            return
+        prefixer = Prefixer(str(member.index), row.host or "", on_output)
+        try:
+            ending = await attend(context, started, None, on_output=prefixer.write, stop=stop,
+                                  grace_s=member.request.grace_s, lost_after_s=lost_after_s)
+        finally:
+            prefixer.flush()
+        assert ending is not None
+        on_event(f"array {array_id} index {member.index} (task {row.id}) {_said(ending)}")
+
     async def run_member(position: int) -> None:
         member, task_id = members[position], ids[position]
         row = await asyncio.to_thread(records.load, context.database, task_id)
         if row.state != "queued":
-            return  # cancelled meanwhile (fleet cancel)
+            if not row.is_final and row.remote_dir is not None and row.host is not None:
+                await follow_member(member, row)
+            return  # ended (fleet cancel), or never started: the reconciler ends that one
         await asyncio.to_thread(records.checked, context.database, task_id)
         request = replace(member.request, env=(
             *member.request.env, ("FLEET_ARRAY_ID", str(array_id)),
@@ -158,14 +184,43 @@ async def run_array(context: FleetContext, placement: PlacementService, spec: Ar
                 return
             await run_member(position)
 
+    kept = False  # stopped with KEEP_QUEUED: the members stay for the next driver
     try:
         await asyncio.gather(*(worker() for _ in range(window)))
+    except asyncio.CancelledError as exc:
+        kept = exc.args == (KEEP_QUEUED,)
+        raise
     finally:
-        left = await _unfinished(context, array_id)
+        left = [] if kept else await _unfinished(context, array_id)
         if left:
             with contextlib.suppress(FleetError):
                 await asyncio.shield(cancel_members(context, left, 1.0))
     return await context.read("read the array", lambda session: _members(session, array_id))
+
+
+async def resume_ids(context: FleetContext, array_id: int,
+                     members: Sequence[ArrayMember]) -> list[int] | None:
+    """The task ids of a recorded array's `members` (by index), to drive it on after a stopped
+    driver; None when it has no unfinished member, or does not match `members`.
+
+    Its next queued member gets a heartbeat now, so that the reconciler keeps the array's
+    queued members until the driver runs (its members' own heartbeats take over from there).
+    """
+    from db.task_runs import mark_checked
+
+    def read(session: Session) -> list[int] | None:
+        rows = _members(session, array_id)
+        by_index = {row.group_index: row for row in rows
+                    if row.group_kind == "array" and row.group_index is not None}
+        if sorted(by_index) != sorted(member.index for member in members) or all(
+                row.is_final for row in rows):
+            return None
+        waiting = [row for row in rows if row.state == "queued"]
+        if waiting:
+            mark_checked(session, waiting[0].id, now_s())
+        return [by_index[member.index].id for member in members]
+
+    return await context.write("resume the array", read)
 
 
 def _said(ending: Ending) -> str:

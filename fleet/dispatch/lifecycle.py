@@ -30,7 +30,7 @@ from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
-    from db.tasks import GroupKind
+    from db.tasks import GroupKind, TaskRow
     from fleet.context import FleetContext
     from fleet.placement.claim import Claim
     from fleet.services.placement import PlacementService
@@ -67,6 +67,16 @@ def host_spec(context: FleetContext, name: str) -> HostSpec:
     if spec is None:
         raise DispatchError(f"host {name!r} is not in the inventory or among adopted hosts")
     return spec
+
+
+def started_of_row(context: FleetContext, row: TaskRow) -> StartedTask:
+    """A started task as recorded (its row has a host and a task directory), for following it
+    from a process that did not start it; DispatchError when its host is no longer managed."""
+    assert row.host is not None and row.remote_dir is not None
+    return StartedTask(task_id=row.id, host=host_spec(context, row.host),
+                       task_dir=row.remote_dir, pgid=row.remote_pid, gpu_uuids=(),
+                       started_at=row.started_at or 0,
+                       timeout_s=row.constraints.get("timeout_s"))
 
 
 async def create_record(context: FleetContext, request: DispatchRequest, owner: str, *,

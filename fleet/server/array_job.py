@@ -5,18 +5,22 @@ The client's stream carries `submitted` (the array's id), `waiting` lines (membe
 and ending), prefixed `output`, then `ended` (the array's state, its exit code and the summary
 as the error); with --detach it ends after `submitted`. A client that goes away leaves the
 array running; `fleet cancel ARRAY` stops it.
-Arrays are not kept across a server restart: a stopping server cancels their unfinished
-members (they are not resumed as single queued tasks are).
+
+An array outlives its server: a stopping server leaves running members running and queued
+ones queued, with the submission kept beside its staged files (`array.json`), and the next
+server drives the array on from its records (`resume_array_job`), within the same %MAX.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.errors import ConfigError, FleetError
+from fleet.dispatch.request import KEEP_QUEUED
+from fleet.errors import ConfigError, FleetError, ServerUnavailable
 from fleet.wire import dispatch as wire
 from fleet.wire import errors as wire_errors
 
@@ -25,7 +29,7 @@ if TYPE_CHECKING:
     from fleet.dispatch.array import ArrayMember
     from fleet.dispatch.array_spec import ArraySpec
     from fleet.dispatch.request import DispatchRequest, StartedTask
-    from fleet.server.jobs import DispatchJob
+    from fleet.server.jobs import ArraySubmission, DispatchJob, Jobs
     from fleet.service import Fleet
 
 log = logging.getLogger(__name__)
@@ -54,14 +58,17 @@ def array_members(request: DispatchRequest, array: wire.ArraySubmit
 
 async def run_array_job(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
                         spec: ArraySpec, members: list[ArrayMember],
-                        submitted: wire.SubmitRequest, caller: Caller, staged: Path) -> None:
-    """Drive the array for `caller`, streaming its events to `job`."""
+                        submitted: wire.SubmitRequest, caller: Caller, jobs: Jobs,
+                        staged: Path) -> None:
+    """Drive the array for `caller`, streaming its events to `job`; a stopping server
+    (KEEP_QUEUED) leaves it, and its files, to the next one."""
     from fleet.dispatch.array import array_summary
     from fleet.dispatch.records import now_s
     from fleet.render.task_groups import fold_group
     from fleet.server.jobs import remove_tree
 
     def recorded(ids: list[int]) -> None:
+        jobs.remember_array(staged, submitted, ids[0], caller.user)
         job.task_id = ids[0]
         job.started = True  # a client falling behind must not cancel the whole array
         job.emit("submitted", wire.SubmittedEvent(ids[0]))
@@ -76,6 +83,7 @@ async def run_array_job(fleet: Fleet, job: DispatchJob, request: DispatchRequest
             f"array index {index} (task {node.task_id}) started on {node.host.name} GPU "
             f"{indices}"))
 
+    kept = False
     try:
         array_id, rows = await fleet.dispatch_array(
             request, spec, members,
@@ -88,10 +96,48 @@ async def run_array_job(fleet: Fleet, job: DispatchJob, request: DispatchRequest
         job.emit("ended", wire.EndedEvent(fold_group(rows).state, code, text, now_s(), None))
     except FleetError as exc:
         job.emit("error", wire_errors.error_to_wire(exc)[1])
+    except asyncio.CancelledError as exc:
+        kept = exc.args == (KEEP_QUEUED,) and job.task_id is not None
+        if kept:
+            job.emit("error", wire_errors.error_to_wire(ServerUnavailable(
+                f"fleet serve stopped; array {job.task_id}: running members run on, queued "
+                "ones stay queued: the next fleet serve drives it on"))[1])
+        raise
     except Exception:  # a bug: logged with its traceback, the client told without one
         log.exception("array of %s failed", caller.user)
         job.emit("error", wire_errors.request_error(500, wire_errors.INTERNAL,
                                                     "internal error (see the server's log)"))
     finally:
-        remove_tree(staged)
+        if not kept:
+            remove_tree(staged)
         job.finish()
+
+
+async def resume_array_job(fleet: Fleet, record: ArraySubmission, directory: Path) -> None:
+    """Drive on an array a stopped server left (nobody streams it); its files go at its end."""
+    from fleet.dispatch.array import array_summary
+    from fleet.dispatch.staging import staged_request
+    from fleet.server.jobs import remove_tree
+
+    kept = False
+    try:
+        if record.request.array is None:
+            raise ConfigError("the kept submission has no array")
+        request = replace(staged_request(record.request, directory / "files"),
+                          owner=record.owner)
+        spec, members = array_members(request, record.request.array)
+        rows = await fleet.resume_array(
+            spec, members, record.array_id, on_event=lambda message: log.info("%s", message),
+            lost_after_s=record.request.lost_after_s)
+        if rows is None:
+            log.info("array %d: nothing left to drive", record.array_id)
+        else:
+            log.info("resumed array %d ended: %s", record.array_id, array_summary(rows)[0])
+    except (FleetError, OSError) as exc:
+        log.warning("resumed array %d: %s", record.array_id, exc)
+    except asyncio.CancelledError as exc:
+        kept = exc.args == (KEEP_QUEUED,)
+        raise
+    finally:
+        if not kept:
+            remove_tree(directory)

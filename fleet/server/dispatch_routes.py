@@ -80,7 +80,7 @@ async def submit_task(request: web.Request) -> web.StreamResponse:
             remove_tree(staged)
             raise
         jobs.start(run_array_job(fleet, job, dispatch_request, spec, members, submitted,
-                                 caller, staged),
+                                 caller, jobs, staged),
                    f"fleet-serve-array-{caller.user}", staged)
     else:
         jobs.start(run_dispatch(fleet, job, dispatch_request, submitted, caller, jobs, staged),

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # Frames that may wait for one client; a client further behind is dropped (the job goes on).
 JOB_QUEUE_FRAMES = 256
 QUEUED_FILE = "queued.json"
+ARRAY_FILE = "array.json"
 
 
 @dataclass(eq=False)
@@ -87,11 +88,21 @@ class QueuedSubmission(msgspec.Struct, frozen=True):
     request: wire.SubmitRequest  # its files already staged (fleet.dispatch.staging.without_data)
 
 
+class ArraySubmission(msgspec.Struct, frozen=True):
+    """What an unfinished array needs to be driven on by the next server: kept next to its
+    files until the array ends."""
+
+    array_id: int
+    owner: str
+    request: wire.SubmitRequest  # its files already staged, its `array` the members' arguments
+
+
 class Jobs:
     """The running jobs and the private directory their files are staged in.
 
     `root` holds one directory per submission: `files/` (the staged files) and, while the task
-    waits in the queue, `queued.json`, so that a restarted server resumes it (`resume`).
+    waits in the queue, `queued.json` (an array: `array.json` until it ends), so that a
+    restarted server resumes it (`resume`).
     """
 
     def __init__(self, root: Path) -> None:
@@ -113,6 +124,14 @@ class Jobs:
         record = QueuedSubmission(task_id, owner, without_data(submitted))
         (directory / QUEUED_FILE).write_bytes(encode(record))
 
+    def remember_array(self, directory: Path, submitted: wire.SubmitRequest, array_id: int,
+                       owner: str) -> None:
+        """Keep an array's submission on disk beside its files while it runs."""
+        from fleet.dispatch.staging import without_data
+
+        record = ArraySubmission(array_id, owner, without_data(submitted))
+        (directory / ARRAY_FILE).write_bytes(encode(record))
+
     def start(self, work: Coroutine[Any, Any, None], name: str, directory: Path) -> None:
         """Run `work` on its own, kept until it ends; `directory` holds its files."""
         job = asyncio.create_task(work, name=name)
@@ -123,8 +142,10 @@ class Jobs:
         self.running.pop(job, None)
 
     async def resume(self, fleet: Fleet) -> list[int]:
-        """Resume the queued tasks a stopped server left (the ids); drop other leftovers."""
+        """Resume the queued tasks and the arrays a stopped server left (the ids); drop other
+        leftovers."""
         from fleet.dispatch.staging import staged_request
+        from fleet.server.array_job import resume_array_job
 
         resumed: list[int] = []
         if not self.root.is_dir():
@@ -132,6 +153,17 @@ class Jobs:
         live = set(self.running.values())  # a standby that took over: its own queued jobs
         for directory in sorted(self.root.iterdir()):
             if directory in live:
+                continue
+            if (directory / ARRAY_FILE).exists():
+                try:
+                    array = decode((directory / ARRAY_FILE).read_bytes(), ArraySubmission)
+                except (OSError, WireError) as exc:
+                    log.info("not resuming %s: %s", directory.name, exc)
+                    remove_tree(directory)
+                    continue
+                self.start(resume_array_job(fleet, array, directory),
+                           f"fleet-serve-resume-array-{array.array_id}", directory)
+                resumed.append(array.array_id)
                 continue
             try:
                 record = decode((directory / QUEUED_FILE).read_bytes(), QueuedSubmission)

@@ -169,6 +169,22 @@ class DispatchService:
                                    lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
         return ids[0], rows
 
+    async def resume_array(self, spec: ArraySpec, members: Sequence[ArrayMember], array_id: int,
+                           *, on_event: Callable[[str], None],
+                           lost_after_s: float | None = None) -> list[TaskRow] | None:
+        """Drive on to its end an array a stopped `fleet serve` left unfinished (each member's
+        request names its owner); its members as recorded, or None when none was left."""
+        from fleet.dispatch.array import resume_ids, run_array
+        from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
+
+        with self._errors("resume the array"):
+            ids = await resume_ids(self.context, array_id, members)
+            if ids is None:
+                return None
+            return await run_array(self.context, self.placement, spec, members, ids,
+                                   on_output=lambda _data: None, on_event=on_event,
+                                   lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S)
+
     async def _dispatch_gang(
         self, request: DispatchRequest, *, on_output: OutputCallback,
         on_wait: Callable[[str], None] | None, on_started: Callable[[StartedTask], None] | None,
@@ -237,8 +253,7 @@ class DispatchService:
         """
         from fleet.dispatch.ending import DEFAULT_LOST_AFTER_S
         from fleet.dispatch.follow import HostLink, LogReader
-        from fleet.dispatch.lifecycle import attend, host_spec
-        from fleet.dispatch.request import StartedTask
+        from fleet.dispatch.lifecycle import attend, host_spec, started_of_row
         from fleet.services.permissions import require_owner
 
         row = await self.task(task_id)
@@ -260,9 +275,7 @@ class DispatchService:
             finally:
                 link.close()
             return row
-        started = StartedTask(task_id=row.id, host=spec, task_dir=row.remote_dir,
-                              pgid=row.remote_pid, gpu_uuids=(), started_at=row.started_at or 0,
-                              timeout_s=row.constraints.get("timeout_s"))
+        started = started_of_row(self.context, row)
         with self._errors("follow the task"):
             await attend(self.context, started, None, on_output=on_output, stop=stop,
                          lost_after_s=lost_after_s or DEFAULT_LOST_AFTER_S, detach_on_stop=True)
@@ -274,8 +287,7 @@ class DispatchService:
         ends (a failing node has the others cancelled, as when dispatched)."""
         from fleet.dispatch.follow import HostLink, LogReader
         from fleet.dispatch.gang import Prefixer, attend_gang
-        from fleet.dispatch.lifecycle import host_spec
-        from fleet.dispatch.request import StartedTask
+        from fleet.dispatch.lifecycle import host_spec, started_of_row
 
         members = await self.members(gang.id)
         started = [m for m in members if m.remote_dir is not None and m.host is not None]
@@ -294,10 +306,7 @@ class DispatchService:
             return
         if len(started) < len(members):
             raise DispatchError(f"gang {gang.id} has not started yet ({gang.state})")
-        nodes = [StartedTask(task_id=m.id, host=host_spec(self.context, m.host or ""),
-                             task_dir=m.remote_dir or "", pgid=m.remote_pid, gpu_uuids=(),
-                             started_at=m.started_at or 0,
-                             timeout_s=m.constraints.get("timeout_s")) for m in started]
+        nodes = [started_of_row(self.context, member) for member in started]
         await attend_gang(self.context, nodes, on_output=on_output, stop=stop,
                           grace_s=float(gang.constraints.get("grace_s") or 10.0),
                           lost_after_s=lost_after_s, detach_on_stop=True)
