@@ -13,7 +13,9 @@ from fleet.cli.runner import run_async
 from fleet.cli.signals import stop_on_signals
 
 if TYPE_CHECKING:
+    from fleet.monitor.config import Settings
     from fleet.monitor.summary import MonitorSummary
+    from fleet.service import Fleet
 
 LOG_MAX_BYTES = 10 * 1024 * 1024
 LOG_BACKUPS = 5
@@ -62,6 +64,9 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
             click.echo(line.line())
 
     async def run() -> None:
+        import asyncio
+
+        from fleet.server.locks import recorder_lock
         from fleet.service import open as open_fleet
 
         async with open_fleet(options.db_url, options.inventory_path,
@@ -69,34 +74,44 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
             settings = service.monitor_settings()
             if interval is not None:
                 settings = with_interval(settings, interval)
-            site = None
-            async with stop_on_signals() as stop:
-                monitor = await service.start_monitor(pattern, settings=settings,
-                                                      on_summary=summary)
-                try:
-                    if http_address is not None:
-                        from fleet.server.status_site import (
-                            parse_listen_address,
-                            start_status_site,
-                        )
+            lock = recorder_lock(service.database)  # one recorder per database
+            if lock is not None:
+                await asyncio.to_thread(lock.acquire)
+            try:
+                await monitor_until_stopped(service, settings)
+            finally:
+                if lock is not None:
+                    await asyncio.to_thread(lock.release)
 
-                        host, port = parse_listen_address(http_address)
-                        site = await start_status_site(host, port, snapshot=monitor.snapshot,
-                                                       extra_metrics=monitor.writer_metrics)
-                        click.echo(f"fleet: serving /status and /metrics on "
-                                   f"http://{site.host}:{site.port}", err=True)
-                    click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
-                               f"{settings.monitor.interval:g}s (Ctrl-C to stop)", err=True)
-                    await stop.wait()
-                finally:
-                    if site is not None:
-                        await site.close()
-                    await service.stop_monitor()
-            written = monitor.writer.stats
-            lost = (f"; {written.dropped_reports} readings dropped while the database was "
-                    "unavailable" if written.dropped_reports else "")
-            click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
-                       f"{written.host_samples} host samples written{lost}", err=True)
+    async def monitor_until_stopped(service: Fleet, settings: Settings) -> None:
+        site = None
+        async with stop_on_signals() as stop:
+            monitor = await service.start_monitor(pattern, settings=settings,
+                                                  on_summary=summary)
+            try:
+                if http_address is not None:
+                    from fleet.server.status_site import (
+                        parse_listen_address,
+                        start_status_site,
+                    )
+
+                    host, port = parse_listen_address(http_address)
+                    site = await start_status_site(host, port, snapshot=monitor.snapshot,
+                                                   extra_metrics=monitor.writer_metrics)
+                    click.echo(f"fleet: serving /status and /metrics on "
+                               f"http://{site.host}:{site.port}", err=True)
+                click.echo(f"fleet: monitoring {len(monitor.specs)} hosts every "
+                           f"{settings.monitor.interval:g}s (Ctrl-C to stop)", err=True)
+                await stop.wait()
+            finally:
+                if site is not None:
+                    await site.close()
+                await service.stop_monitor()
+        written = monitor.writer.stats
+        lost = (f"; {written.dropped_reports} readings dropped while the database was "
+                "unavailable" if written.dropped_reports else "")
+        click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
+                   f"{written.host_samples} host samples written{lost}", err=True)
 
     run_async(run)
     return 0

@@ -1,10 +1,11 @@
-"""One server per socket and per database: flock'd lock files (SQLite) or an advisory lock
-(PostgreSQL), each naming the running pid."""
+"""One server per socket, one recorder per database: flock'd lock files (SQLite) or the
+database's advisory lock (PostgreSQL), each naming the process that holds it."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import stat
@@ -16,7 +17,10 @@ from fleet.errors import ConfigError
 if TYPE_CHECKING:
     from db.engine import Database
 
-LABEL_PREFIX = "fleet serve pid "
+log = logging.getLogger(__name__)
+
+SERVE = "fleet serve"
+MONITOR = "fleet monitor"
 
 
 class ServerLock(Protocol):
@@ -28,19 +32,21 @@ class ServerLock(Protocol):
 
 
 class InstanceLock:
-    """An exclusive, non-blocking flock on `path` holding this process's pid.
+    """An exclusive, non-blocking flock on `path` holding this process's pid and what it is
+    (`holder`: "fleet serve" or "fleet monitor").
 
     The kernel drops the lock when the process dies, so a crashed server never blocks the
     next one; the file itself stays (removing it would race with a starting server).
     """
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Path, what: str, holder: str = SERVE) -> None:
         self.path = path
         self.what = what
+        self.holder = holder
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock; ConfigError naming the pid of the server that holds it."""
+        """Take the lock; ConfigError naming the process that holds it."""
         try:  # O_NOFOLLOW: a planted symlink must not make us truncate its target
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
@@ -49,12 +55,14 @@ class InstanceLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            written = os.pread(fd, 64, 0).decode(errors="replace").split(maxsplit=1)
             os.close(fd)
-            raise ConfigError(f"another fleet serve (pid {holder}) is already running on "
-                              f"{self.what}; stop it first (kill {holder})") from None
+            pid = written[0] if written else "unknown"
+            holder = written[1].strip() if len(written) > 1 else SERVE
+            raise ConfigError(f"another {holder} (pid {pid}) is already running on "
+                              f"{self.what}; stop it first (kill {pid})") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
@@ -91,8 +99,9 @@ def database_lock_path(url: str) -> Path | None:
     return Path(parsed.database + ".serve.lock")
 
 
-class PostgresServeLock:
-    """The database's advisory lock (db.serve_lock), its holder named by pid and host."""
+class PostgresRecorderLock:
+    """The database's advisory lock (db.serve_lock, the one a server pair elects its leader
+    with), held by a `fleet monitor`: one process records a database at a time."""
 
     def __init__(self, database: Database, what: str) -> None:
         from db.serve_lock import ServeLock
@@ -100,23 +109,40 @@ class PostgresServeLock:
         self.what = what
         self.database = database
         self._lock = ServeLock(database.engine,
-                               f"{LABEL_PREFIX}{os.getpid()} on {socket.gethostname()}")
+                               f"{MONITOR} pid {os.getpid()} on {socket.gethostname()}")
 
     def acquire(self) -> None:
-        """Take the lock; ConfigError naming the server that holds it."""
+        """Take the lock; ConfigError naming the process (a server or a monitor) that holds it."""
         from fleet.storage import storage_errors
 
-        with storage_errors("take the server lock", self.database.url):
+        with storage_errors("take the recorder lock", self.database.url):
             if self._lock.try_acquire():
                 return
-            holder = self._lock.holder() or ""
-        pid, _, host = holder.removeprefix(LABEL_PREFIX).partition(" on ")
-        raise ConfigError(f"another fleet serve (pid {pid or 'unknown'}) is already running on "
-                          f"{self.what}{f' (host {host})' if host else ''}; stop it first")
+            holder = self._lock.holder() or "another fleet serve or fleet monitor"
+        raise ConfigError(f"{holder} is already recording {self.what}; stop it first")
 
     def release(self) -> None:
-        """Drop the lock (closing its connection)."""
-        from fleet.storage import storage_errors
+        """Drop the lock (closing its connection). A session the database ended meanwhile (a
+        restart, a terminated backend) already took the lock with it: that is logged."""
+        from sqlalchemy.exc import DBAPIError
 
-        with storage_errors("release the server lock", self.database.url):
+        try:
             self._lock.release()
+        except DBAPIError as exc:
+            log.info("the recorder lock's session had ended already: %s", exc.orig)
+
+
+def recorder_lock(database: Database) -> ServerLock | None:
+    """The lock a `fleet monitor` holds while it records `database` (None for a read-only
+    SQLite file: nothing is recorded there, and the monitor says so)."""
+    from fleet.storage import redact_url
+
+    shown = redact_url(database.url)
+    path = database_lock_path(database.url)
+    if path is not None:
+        if database.read_only_file is not None:
+            return None
+        return InstanceLock(path, f"SQLite database {shown}", MONITOR)
+    if database.url.startswith("sqlite"):
+        return None  # :memory: — nobody else can record it
+    return PostgresRecorderLock(database, f"database {shown}")

@@ -1,4 +1,5 @@
-"""One server per socket and database: flock'd pid files, symlinks refused, stale sockets."""
+"""One server per socket, one recorder per database: flock'd pid files naming their holder,
+symlinks refused, stale sockets."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import ConfigError
-from fleet.server.locks import InstanceLock, database_lock_path, remove_stale_socket
+from fleet.server.locks import MONITOR, InstanceLock, database_lock_path, remove_stale_socket
 
 HOLD = """
 import fcntl, os, sys, time
@@ -44,9 +45,21 @@ def test_a_held_lock_names_its_pid_and_frees_when_the_holder_dies(tmp_path: Path
         except ConfigError:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-    assert path.read_text() == f"{os.getpid()}\n"
+    assert path.read_text() == f"{os.getpid()} fleet serve\n"
     lock.release()
     assert path.read_text() == ""
+
+
+def test_the_holder_is_named_as_what_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db.serve.lock"
+    monitor = InstanceLock(path, "SQLite database x", MONITOR)
+    monitor.acquire()
+    try:  # flock: a second open file conflicts even in the same process
+        with pytest.raises(ConfigError, match=rf"^another fleet monitor \(pid {os.getpid()}\) "
+                           r"is already running on SQLite database x; stop it first"):
+            InstanceLock(path, "SQLite database x").acquire()
+    finally:
+        monitor.release()
 
 
 def test_a_planted_symlink_is_not_followed(tmp_path: Path) -> None:
