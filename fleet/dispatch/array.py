@@ -9,8 +9,9 @@ reconciler keeps it while some member of its array has a fresh one, and cancels 
 (the driver went away).
 
 A driver stopped with KEEP_QUEUED (`fleet serve` stopping) leaves its members as they are:
-running ones run on, queued ones stay queued, and the next server drives the array on from
-its records (`resume_ids`, then `run_array`, which follows the members already started).
+running ones run on, queued ones stay queued (one being placed or started at that moment is
+cancelled, as a lone task would be), and the next server drives the array on from its records
+(`resume_ids`, then `run_array`, which follows the members already started).
 """
 
 from __future__ import annotations
@@ -201,7 +202,8 @@ async def run_array(context: FleetContext, placement: PlacementService, spec: Ar
 async def resume_ids(context: FleetContext, array_id: int,
                      members: Sequence[ArrayMember]) -> list[int] | None:
     """The task ids of a recorded array's `members` (by index), to drive it on after a stopped
-    driver; None when it has no unfinished member, or does not match `members`.
+    driver; None when it has no unfinished member (ConfigError when its records do not match
+    `members`).
 
     Its next queued member gets a heartbeat now, so that the reconciler keeps the array's
     queued members until the driver runs (its members' own heartbeats take over from there).
@@ -212,8 +214,10 @@ async def resume_ids(context: FleetContext, array_id: int,
         rows = _members(session, array_id)
         by_index = {row.group_index: row for row in rows
                     if row.group_kind == "array" and row.group_index is not None}
-        if sorted(by_index) != sorted(member.index for member in members) or all(
-                row.is_final for row in rows):
+        if sorted(by_index) != sorted(member.index for member in members):
+            raise ConfigError(f"array {array_id}: its recorded members do not match the kept "
+                              "submission")
+        if all(row.is_final for row in rows):
             return None
         waiting = [row for row in rows if row.state == "queued"]
         if waiting:

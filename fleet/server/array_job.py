@@ -7,8 +7,9 @@ as the error); with --detach it ends after `submitted`. A client that goes away 
 array running; `fleet cancel ARRAY` stops it.
 
 An array outlives its server: a stopping server leaves running members running and queued
-ones queued, with the submission kept beside its staged files (`array.json`), and the next
-server drives the array on from its records (`resume_array_job`), within the same %MAX.
+ones queued (one being started at that moment is cancelled, as a lone task would be), with the
+submission kept beside its staged files (`array.json`), and the next server drives the array
+on from its records (`resume_array_job`), within the same %MAX.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.dispatch.request import KEEP_QUEUED
-from fleet.errors import ConfigError, FleetError, ServerUnavailable
+from fleet.errors import ConfigError, FleetError, ServerUnavailable, StorageError
 from fleet.wire import dispatch as wire
 from fleet.wire import errors as wire_errors
 
@@ -133,6 +134,10 @@ async def resume_array_job(fleet: Fleet, record: ArraySubmission, directory: Pat
             log.info("array %d: nothing left to drive", record.array_id)
         else:
             log.info("resumed array %d ended: %s", record.array_id, array_summary(rows)[0])
+    except StorageError as exc:  # the database, not the array: the next server tries again
+        kept = True
+        log.warning("resumed array %d: %s; its submission is kept for the next fleet serve",
+                    record.array_id, exc)
     except (FleetError, OSError) as exc:
         log.warning("resumed array %d: %s", record.array_id, exc)
     except asyncio.CancelledError as exc:

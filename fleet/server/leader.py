@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from fleet.errors import StorageError
+from fleet.server.locks import MONITOR_PREFIX
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -188,6 +189,8 @@ class Leadership:
         record = await self._call("read the leadership", self._read_record, current_leader)
         if holder is None:
             return "no leader right now"
+        if holder.startswith(MONITOR_PREFIX):
+            return f"none: {holder} records the database"
         named = holder.removeprefix(LEADER_PREFIX)
         if record is None or record.holder != holder:
             return f"pid {named}"

@@ -21,6 +21,16 @@ log = logging.getLogger(__name__)
 
 SERVE = "fleet serve"
 MONITOR = "fleet monitor"
+# How a monitor holding PostgreSQL's lock names its session (a leading server: "fleet serve pid").
+MONITOR_PREFIX = f"{MONITOR} pid "
+
+
+def lock_file_holder(text: str) -> tuple[str, str]:
+    """(pid, what holds it) from a lock file's text `PID [fleet serve|fleet monitor]` (a file
+    with only the pid, as older servers wrote it, is a server's)."""
+    written = text.split(maxsplit=1)
+    return (written[0] if written else "unknown"), (written[1].strip() if len(written) > 1
+                                                    else SERVE)
 
 
 class ServerLock(Protocol):
@@ -55,10 +65,8 @@ class InstanceLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            written = os.pread(fd, 64, 0).decode(errors="replace").split(maxsplit=1)
+            pid, holder = lock_file_holder(os.pread(fd, 64, 0).decode(errors="replace"))
             os.close(fd)
-            pid = written[0] if written else "unknown"
-            holder = written[1].strip() if len(written) > 1 else SERVE
             raise ConfigError(f"another {holder} (pid {pid}) is already running on "
                               f"{self.what}; stop it first (kill {pid})") from None
         os.ftruncate(fd, 0)
@@ -109,7 +117,7 @@ class PostgresRecorderLock:
         self.what = what
         self.database = database
         self._lock = ServeLock(database.engine,
-                               f"{MONITOR} pid {os.getpid()} on {socket.gethostname()}")
+                               f"{MONITOR_PREFIX}{os.getpid()} on {socket.gethostname()}")
 
     def acquire(self) -> None:
         """Take the lock; ConfigError naming the process (a server or a monitor) that holds it."""
@@ -143,6 +151,6 @@ def recorder_lock(database: Database) -> ServerLock | None:
         if database.read_only_file is not None:
             return None
         return InstanceLock(path, f"SQLite database {shown}", MONITOR)
-    if database.url.startswith("sqlite"):
-        return None  # :memory: — nobody else can record it
+    if database.engine.dialect.name != "postgresql":
+        return None  # SQLite :memory: (nobody else can record it), or a database with no lock
     return PostgresRecorderLock(database, f"database {shown}")

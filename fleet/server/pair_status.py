@@ -2,7 +2,9 @@
 
 Read from the database itself, so it answers from any machine that can reach it: on
 PostgreSQL, the leader lock's holder, the leadership record (epoch, since) and the sessions
-the standbys name themselves with; on SQLite, the pid in the file's server lock.
+the standbys name themselves with; on SQLite, the pid in the file's server lock. A `fleet
+monitor` that holds the lock instead (it records the database, no server leads) is shown as
+the "monitor".
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fleet.server.leader import LEADER_PREFIX, STANDBY_PREFIX
-from fleet.server.locks import database_lock_path
+from fleet.server.locks import MONITOR_PREFIX, SERVE, database_lock_path, lock_file_holder
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
@@ -22,9 +24,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Controller:
-    """One running `fleet serve` of the database."""
+    """One running `fleet serve` of the database (or the `fleet monitor` recording it)."""
 
-    role: str  # "leader" or "standby"
+    role: str  # "leader", "standby" or "monitor"
     pid: int | None
     host: str
     epoch: int | None = None
@@ -55,7 +57,10 @@ def controllers(database: Database) -> list[Controller]:
             return _postgres_controllers(database)
     lock = database_lock_path(database.url)
     holder = _sqlite_lock_holder(lock) if lock is not None else None
-    return [] if holder is None else [Controller("leader", holder, os.uname().nodename)]
+    if holder is None:
+        return []
+    pid, what = holder
+    return [Controller("leader" if what == SERVE else "monitor", pid, os.uname().nodename)]
 
 
 def _postgres_controllers(database: Database) -> list[Controller]:
@@ -67,7 +72,9 @@ def _postgres_controllers(database: Database) -> list[Controller]:
         record = current_leader(connection)
         sessions = controller_sessions(connection, (STANDBY_PREFIX,))
     found: list[Controller] = []
-    if holder is not None:
+    if holder is not None and holder.startswith(MONITOR_PREFIX):
+        found.append(Controller("monitor", *_parse(holder, MONITOR_PREFIX)))
+    elif holder is not None:
         pid, host = _parse(holder, LEADER_PREFIX)
         current = record if record is not None and record.holder == holder else None
         found.append(Controller("leader", pid, host, current.epoch if current else None,
@@ -76,8 +83,9 @@ def _postgres_controllers(database: Database) -> list[Controller]:
     return found
 
 
-def _sqlite_lock_holder(path: os.PathLike[str]) -> int | None:
-    """The pid in a SQLite database's server lock while a live server holds it."""
+def _sqlite_lock_holder(path: os.PathLike[str]) -> tuple[int | None, str] | None:
+    """(pid, "fleet serve" or "fleet monitor") from a SQLite database's lock while a live
+    process holds it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -86,8 +94,8 @@ def _sqlite_lock_holder(path: os.PathLike[str]) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:  # held: a server runs
-            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            return int(text) if text.isdigit() else None
+            pid, what = lock_file_holder(os.pread(fd, 64, 0).decode(errors="replace"))
+            return (int(pid) if pid.isdigit() else None), what
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

@@ -64,10 +64,10 @@ async def test_an_array_is_driven_on_by_the_next_server(serve_lab: ServeLabFacto
     assert detached.returncode == 0, detached.stderr
     array_id = detached.json()["array_id"]
 
-    async def two_started() -> bool:
-        return len(runs.read_text().splitlines()) >= 2
+    async def two_running() -> bool:  # recorded running, not only started by their script
+        return [m["state"] for m in await _members(lab)][:2] == ["running"] * 2
 
-    await _until("two members started", two_started, 60)
+    await _until("two members running", two_running, 60)
     assert await server.stop() == 0
     members = await _members(lab)  # local mode now: no server
     assert [m["state"] for m in members] == ["running"] * 2 + ["queued"] * 4, members
