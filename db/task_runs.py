@@ -53,9 +53,10 @@ class QueuedTask:
 
 
 def queued_tasks(session: Session) -> list[QueuedTask]:
-    """Every queued task, by id."""
+    """Every task in the queue, by id: queued, or placing (claiming its GPUs right now; it goes
+    back to queued if it loses the race)."""
     rows = session.execute(select(Task.id, Task.owner, Task.priority, Task.submitted_at,
-                                  Task.checked_at).where(Task.state == "queued")
+                                  Task.checked_at).where(Task.state.in_(("queued", "placing")))
                            .order_by(Task.id))
     return [QueuedTask(*row) for row in rows]
 

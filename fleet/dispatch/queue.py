@@ -75,6 +75,8 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
     with context.database.session() as session:
         mark_checked(session, task_id, int(now))
         # An array member whose driver does not wait for it yet has checked_at 0: no place.
+        # A task ahead that is claiming (placing) stays ahead: had it been left out, a waiter
+        # behind it could read the GPUs as free and claim them first.
         queued = [task for task in queued_tasks(session)
                   if task.id == task_id or now - (task.submitted_at if task.checked_at is None
                                                   else task.checked_at) <= WAITER_STALE_S]

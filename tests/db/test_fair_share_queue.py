@@ -7,7 +7,7 @@ import pytest
 
 from db.engine import Database
 from db.models import Allocation
-from db.tasks import create_task
+from db.tasks import create_task, update_task
 from fleet.context import FleetContext
 from fleet.dispatch.fair_share import QueueSettings
 from fleet.dispatch.queue import _place_in_queue
@@ -53,3 +53,17 @@ async def test_the_owner_with_fewer_recent_gpu_hours_goes_first(database: Databa
     assert "bob 0.0" in why and "ann 8." in why  # 10 h two days ago, decayed
     fifo = QueueSettings(fair_share=False)
     assert len(_place_in_queue(context, bob, fifo).ahead) == 3  # after urgent, ann, ann
+
+
+async def test_a_task_ahead_that_is_claiming_stays_ahead(database: Database) -> None:
+    # While the first task is between `queued → placing` and its claim's commit, the second
+    # must still see it ahead: read as free GPUs and nobody ahead, it could claim them first.
+    with database.session() as session:
+        first = _queued(session, "ann", int(NOW) - 20)
+        second = _queued(session, "bob", int(NOW) - 10)
+        ran = _queued(session, "cy", int(NOW) - 30)
+        update_task(session, first, state="placing")
+        update_task(session, ran, state="running")
+    fifo = QueueSettings(fair_share=False)
+    assert len(_place_in_queue(_context(database), second, fifo).ahead) == 1
+    assert len(_place_in_queue(_context(database), first, fifo).ahead) == 0
