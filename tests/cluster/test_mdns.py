@@ -94,7 +94,7 @@ async def test_two_announcers_are_seen_and_leave_with_goodbye(
         started = time.monotonic()
         built.host("mdnsb").stop_announcer()  # SIGTERM: goodbye packets
         await wait_until(lambda: "mdnsb._ssh._tcp.local." not in present[SSH_TYPE])
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < 10.0  # the goodbye, far before the records' TTL
         assert "mdnsa._ssh._tcp.local." in present[SSH_TYPE]
     finally:
         await browser.async_cancel()

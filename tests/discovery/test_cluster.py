@@ -92,7 +92,7 @@ async def test_announcing_hosts_are_listed_and_a_departed_one_is_gone(
         outcome = await fleet.discover(timeout=3.0, interfaces=[built.controller_address])
         views = {view.name: view for view in outcome.views}
         assert {"zca", "zcb", "fla"} <= set(views), sorted(views)
-        assert time.monotonic() - started < 6.0
+        assert time.monotonic() - started < 12.0  # a 3 s browse, not an unbounded wait
         assert views["fla"].gpu_count == 4 and views["fla"].session == "lab-a"
         assert views["fla"].address == built.host("fla").address
         assert views["zcb"].service_types == ("_ssh._tcp",)

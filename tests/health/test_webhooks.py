@@ -162,16 +162,20 @@ async def test_a_silent_receiver_fails_as_no_answer_and_keeps_the_telling_reason
     await wait_for(lambda: failures)
     assert "failed for event gpu_hot: no answer within 0.4s after 1 attempt;" in str(
         failures[0]["message"])
-    # A 503, then silence: the attempt the deadline cut short does not hide the 503.
+    await runner.close(timeout_s=0.2)
+    # A 503, then silence: the attempt the deadline cut short does not hide the 503 (1.5 s
+    # leaves room for the second attempt, and is below the 2 s an attempt may take).
     failures.clear()
     receiver.received.clear()
     receiver.statuses, receiver.silent_from = [503], 1
+    runner = WebhookRunner([Webhook(receiver.url("/slow"), deadline_s=1.5)],
+                           on_failure=failures.append, policy=FAST)
     runner.submit(EVENT)
     await wait_for(lambda: failures)
     assert [item.status for item in receiver.received] == [503, 0]
     assert str(failures[0]["message"]).endswith(
         "failed for event gpu_hot: HTTP 503 after 2 attempts (the last cut off by the "
-        "deadline); gave up at its 0.4s deadline")
+        "deadline); gave up at its 1.5s deadline")
     await runner.close(timeout_s=0.2)
 
 

@@ -43,11 +43,15 @@ def database(db_url: str) -> Iterator[Database]:
 
 @pytest.fixture
 def fast_settings() -> Settings:
-    """Short intervals and timeouts so faults show within a second or two."""
+    """Short intervals and timeouts so faults show within a second or two.
+
+    A probe counts as stalled after 2 s (10 intervals), not 0.6 s: the simulated hosts' SSH
+    runs on the test's own event loop, which a loaded machine can hold up that long.
+    """
     settings = default_settings()
     settings = settings.with_values(
         "monitor", interval=0.2, flush_interval=0.2, reconnect_initial=0.1, reconnect_max=0.5,
-        stop_grace=2.0,
+        stop_grace=2.0, stall_intervals=10,
     )
     return settings.with_values(
         "ssh", connect_timeout=2.0, login_timeout=2.0, keepalive_interval=1.0,

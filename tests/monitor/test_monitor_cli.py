@@ -23,6 +23,7 @@ settings:
   monitor:
     interval: 0.2
     flush_interval: 0.2
+    stall_intervals: 10
     reconnect_initial: 0.1
     reconnect_max: 0.5
   ssh:

@@ -135,7 +135,8 @@ async def test_stalled_probe_is_restarted(
     fast_settings: Settings, monitors: list[Monitor],
 ) -> None:
     host = await gpu_hosts("stall", sim.idle(1, host="stall"))
-    monitor = Monitor([host.spec], database, sim_ssh_options, fast_settings)
+    settings = fast_settings.with_values("monitor", stall_intervals=3)
+    monitor = Monitor([host.spec], database, sim_ssh_options, settings)
     monitors.append(monitor)
     await monitor.start()
     stats = monitor.stream_stats()["stall"]

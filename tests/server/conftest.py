@@ -158,7 +158,8 @@ async def serve_lab(fleet_cli: FleetCli, sim_ssh_host: SimSshHostFactory, sim_to
         write_inventory(fleet_cli, handles)
         lab = ServeLab(fleet_cli, handles, short_dir)
         labs.append(lab)
-        lab.write_settings("monitor:\n  interval: 0.25\n" + settings)
+        # Stalled after 3 s: the simulated hosts' SSH runs on the test's event loop.
+        lab.write_settings("monitor:\n  interval: 0.25\n  stall_intervals: 12\n" + settings)
         result = await lab.run("status", "--accept-new", "--timeout", "30s",
                                env={"FLEET_SERVER": "local"})
         assert result.returncode == 0, result.stderr

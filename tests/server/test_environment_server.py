@@ -27,8 +27,9 @@ def _git(repo: Path, *args: str) -> None:
 async def test_venv_and_snapshot_through_the_server(serve_lab: ServeLabFactory,
                                                     tmp_path: Path) -> None:
     lab = await serve_lab(1)
-    await lab.serve()
     home = lab.hosts[0].host.home
+    # Made before the server starts: these blocking calls would stall the event loop that
+    # serves the simulated hosts' SSH.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home / "venvs" / "demo")],
                    check=True, timeout=120)
     repo = tmp_path / "proj"
@@ -40,6 +41,7 @@ async def test_venv_and_snapshot_through_the_server(serve_lab: ServeLabFactory,
     _git(repo, "commit", "-qm", "first")
     (repo / "helper.py").write_text("VALUE = 'snapshot'\n")  # untracked, not ignored
     (repo / "big.log").write_text("ignored\n")
+    await lab.serve()
 
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "fleet.cli.main", "dispatch", "--snapshot", "--venv",

@@ -169,9 +169,9 @@ async def test_a_hanging_probe_is_cut_off_at_the_timeout(
     python = script(tmp_path, "hang", "echo 'still starting' >&2; exec sleep 60")
     conn, spec = await connect_sim_host(sim.idle(1), python=python)
     started = time.monotonic()
-    with pytest.raises(ProbeError, match="no answer within 1s") as caught:
-        await probe_ssh(conn, spec, timeout=1.0)
-    assert time.monotonic() - started < 3.0
+    with pytest.raises(ProbeError, match="no answer within 2s") as caught:
+        await probe_ssh(conn, spec, timeout=2.0)
+    assert time.monotonic() - started < 10  # the probe sleeps 60 s: the timeout cut it off
     assert "still starting" in str(caught.value)
 
 
