@@ -15,6 +15,9 @@ from fleet.ssh.options import SshOptions
 # How many hosts are handshaking at once; SSH handshakes are CPU-bound on the controller.
 DEFAULT_FANOUT = 128
 OUTER_DEADLINE_GRACE_S = 1.0
+# The least a probe gets after a slow connect (within the outer grace): less would fail it as
+# "no answer" when the host is merely slow to let us in.
+MIN_PROBE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,11 @@ async def probe_host(
     from fleet.probe.runner import probe_local, probe_ssh
 
     started = time.monotonic()
+    connect_s = 0.0
 
     def finish(state: HostOutcome, reason: str | None, report: ProbeReport | None) -> HostStatus:
+        if reason is not None and connect_s > timeout / 2:  # say where the time went
+            reason += f" (the SSH login alone took {connect_s:.1f}s of the {timeout:g}s)"
         return HostStatus(
             spec, state, reason, report, time.monotonic() - started, time.time()
         )
@@ -65,8 +71,9 @@ async def probe_host(
                 from fleet.ssh.connect import connect  # asyncssh: ~0.2 s, only for SSH hosts
 
                 conn = await connect(spec, options)
+                connect_s = time.monotonic() - started
                 try:
-                    remaining = max(deadline - time.monotonic(), 0.1)
+                    remaining = max(deadline - time.monotonic(), min(MIN_PROBE_S, timeout))
                     report = await probe_ssh(conn, spec, timeout=remaining, tasks_dir=tasks_dir)
                 finally:
                     conn.close()
