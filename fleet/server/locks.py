@@ -49,10 +49,12 @@ class InstanceLock:
     next one; the file itself stays (removing it would race with a starting server).
     """
 
-    def __init__(self, path: Path, what: str, holder: str = SERVE) -> None:
+    def __init__(self, path: Path, what: str, holder: str = SERVE, *,
+                 same_kind_hint: str = "") -> None:
         self.path = path
         self.what = what
         self.holder = holder
+        self.same_kind_hint = same_kind_hint  # said when the holder is of our own kind
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -67,8 +69,10 @@ class InstanceLock:
         except BlockingIOError:
             pid, holder = lock_file_holder(os.pread(fd, 64, 0).decode(errors="replace"))
             os.close(fd)
+            hint = f" ({self.same_kind_hint})" if holder == self.holder and \
+                self.same_kind_hint else ""
             raise ConfigError(f"another {holder} (pid {pid}) is already running on "
-                              f"{self.what}; stop it first (kill {pid})") from None
+                              f"{self.what}{hint}; stop it first (kill {pid})") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode(), 0)
         self._fd = fd

@@ -233,8 +233,8 @@ def _plan(options: ServeOptions, settings: ServeSettings, database: Database,
     locks: list[ServerLock] = [InstanceLock(Path(f"{socket_path}.lock"), f"socket {socket_path}")]
     database_lock = database_lock_path(database_url)
     if database_lock is not None:  # PostgreSQL elects a leader instead (fleet.server.leader)
-        what = f"SQLite database {redact_url(database_url)} (a standby pair needs PostgreSQL)"
-        locks.insert(0, InstanceLock(database_lock, what))
+        locks.insert(0, InstanceLock(database_lock, f"SQLite database {redact_url(database_url)}",
+                                     same_kind_hint="a standby pair needs PostgreSQL"))
     return socket_path, locks
 
 

@@ -57,7 +57,12 @@ def test_the_holder_is_named_as_what_it_is(tmp_path: Path) -> None:
     try:  # flock: a second open file conflicts even in the same process
         with pytest.raises(ConfigError, match=rf"^another fleet monitor \(pid {os.getpid()}\) "
                            r"is already running on SQLite database x; stop it first"):
-            InstanceLock(path, "SQLite database x").acquire()
+            InstanceLock(path, "SQLite database x", same_kind_hint="pairs need PostgreSQL"
+                         ).acquire()  # the hint is for a second server, not beside a monitor
+        with pytest.raises(ConfigError, match=r"running on SQLite database x \(pairs need "
+                                              r"PostgreSQL\); stop it first"):
+            InstanceLock(path, "SQLite database x", MONITOR,
+                         same_kind_hint="pairs need PostgreSQL").acquire()
     finally:
         monitor.release()
 
