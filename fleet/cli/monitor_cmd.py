@@ -41,7 +41,8 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
     One SSH connection and one long-lived probe per host; samples are written in batches;
     health rules turn what is seen into events. Prints one summary line per interval
     (or one JSON object per line with --json). On SIGINT/SIGTERM it writes what is buffered,
-    stops every remote probe and exits 0.
+    stops every remote probe and exits 0. One process records a database: beside another
+    `fleet monitor` or a `fleet serve` on it, this exits 2 naming that process.
 
     \b
     Examples:
