@@ -15,6 +15,7 @@ from fleet.cli.signals import stop_on_signals
 if TYPE_CHECKING:
     from fleet.monitor.config import Settings
     from fleet.monitor.summary import MonitorSummary
+    from fleet.server.locks import ServerLock
     from fleet.service import Fleet
 
 LOG_MAX_BYTES = 10 * 1024 * 1024
@@ -67,6 +68,7 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
     async def run() -> None:
         import asyncio
 
+        from fleet.errors import StorageError
         from fleet.server.locks import recorder_lock
         from fleet.service import open as open_fleet
 
@@ -79,16 +81,29 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
             if lock is not None:
                 await asyncio.to_thread(lock.acquire)
             try:
-                await monitor_until_stopped(service, settings)
+                taken_by = await monitor_until_stopped(service, settings, lock)
             finally:
                 if lock is not None:
                     await asyncio.to_thread(lock.release)
+            if taken_by is not None:
+                raise StorageError(f"{taken_by} took this database's recorder lock while this "
+                                   "monitor's database session was gone; stopped recording")
 
-    async def monitor_until_stopped(service: Fleet, settings: Settings) -> None:
+    async def monitor_until_stopped(service: Fleet, settings: Settings,
+                                    lock: ServerLock | None) -> str | None:
+        import asyncio
+        import contextlib
+
+        from fleet.server.locks import PostgresRecorderLock, hold_until_stopped
+
         site = None
+        keeper: asyncio.Task[str | None] | None = None  # keeps a PostgreSQL lock ours
+        taken_by: str | None = None
         async with stop_on_signals() as stop:
             monitor = await service.start_monitor(pattern, settings=settings,
                                                   on_summary=summary)
+            if isinstance(lock, PostgresRecorderLock):
+                keeper = asyncio.create_task(hold_until_stopped(lock, stop))
             try:
                 if http_address is not None:
                     from fleet.server.status_site import (
@@ -108,11 +123,17 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
                 if site is not None:
                     await site.close()
                 await service.stop_monitor()
+                if keeper is not None:
+                    if not keeper.done():  # stopped by a signal (or a failure), not by it
+                        keeper.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        taken_by = await keeper
         written = monitor.writer.stats
         lost = (f"; {written.dropped_reports} readings dropped while the database was "
                 "unavailable" if written.dropped_reports else "")
         click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
                    f"{written.host_samples} host samples written{lost}", err=True)
+        return taken_by
 
     run_async(run)
     return 0

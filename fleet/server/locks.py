@@ -3,6 +3,7 @@ database's advisory lock (PostgreSQL), each naming the process that holds it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -23,6 +24,8 @@ SERVE = "fleet serve"
 MONITOR = "fleet monitor"
 # How a monitor holding PostgreSQL's lock names its session (a leading server: "fleet serve pid").
 MONITOR_PREFIX = f"{MONITOR} pid "
+# How often a monitor checks that its PostgreSQL lock is still its own.
+KEEP_EVERY_S = 5.0
 
 
 def lock_file_holder(text: str) -> tuple[str, str]:
@@ -113,7 +116,11 @@ def database_lock_path(url: str) -> Path | None:
 
 class PostgresRecorderLock:
     """The database's advisory lock (db.serve_lock, the one a server pair elects its leader
-    with), held by a `fleet monitor`: one process records a database at a time."""
+    with), held by a `fleet monitor`: one process records a database at a time.
+
+    The lock lives on one session, which a database restart ends: `keep` takes it again on a
+    new session once the database answers, and says when another process got it meanwhile.
+    """
 
     def __init__(self, database: Database, what: str) -> None:
         from db.serve_lock import ServeLock
@@ -133,6 +140,24 @@ class PostgresRecorderLock:
             holder = self._lock.holder() or "another fleet serve or fleet monitor"
         raise ConfigError(f"{holder} is already recording {self.what}; stop it first")
 
+    def keep(self) -> str | None:
+        """Check the lock is still ours, taking it again if its session ended; None while this
+        process holds it, else the process that holds it now. Raises (a DBAPIError) while the
+        database cannot be reached."""
+        from sqlalchemy.exc import DBAPIError
+
+        if self._lock.held:
+            try:
+                self._lock.heartbeat()
+                return None
+            except DBAPIError as exc:
+                log.warning("the recorder lock's session ended (%s); taking the lock again",
+                            exc.orig)
+        if self._lock.try_acquire():
+            log.warning("took the recorder lock of %s again", self.what)
+            return None
+        return self._lock.holder() or "another fleet serve or fleet monitor"
+
     def release(self) -> None:
         """Drop the lock (closing its connection). A session the database ended meanwhile (a
         restart, a terminated backend) already took the lock with it: that is logged."""
@@ -142,6 +167,28 @@ class PostgresRecorderLock:
             self._lock.release()
         except DBAPIError as exc:
             log.info("the recorder lock's session had ended already: %s", exc.orig)
+
+
+async def hold_until_stopped(lock: PostgresRecorderLock, stop: asyncio.Event,
+                             every_s: float = KEEP_EVERY_S) -> str | None:
+    """Check `lock` every `every_s` until `stop` is set (then None). When another process
+    took it while this one's session was gone, set `stop` and return that process."""
+    from sqlalchemy.exc import DBAPIError
+
+    while True:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(every_s):
+                await stop.wait()
+        if stop.is_set():
+            return None
+        try:
+            holder = await asyncio.to_thread(lock.keep)
+        except DBAPIError as exc:  # the database is away: the writer rides that out, and so do we
+            log.info("cannot check the recorder lock now: %s", exc.orig)
+            continue
+        if holder is not None:
+            stop.set()
+            return holder
 
 
 def recorder_lock(database: Database) -> ServerLock | None:
