@@ -20,8 +20,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_FAILED, "unexpected error; db check found problems; run: a command failed"),
     (EXIT_BAD_INPUT, "bad input: usage, inventory, settings, unknown host/GPU/allocation/task"),
     (EXIT_HOST_FAILED, "a host could not be reached, authenticated or probed; host key refused"),
-    (EXIT_STORAGE, "storage: the database cannot be opened, migrated or written; serve: lost "
-                   "the lead"),
+    (EXIT_STORAGE, "storage: the database cannot be opened, migrated or written; serve, "
+                   "monitor: lost the lead or the recorder lock"),
     (EXIT_DISPATCH, "dispatch: the task could not start, or was lost; a refused release"),
     (EXIT_CONFLICT, "allocation conflict"),
     (EXIT_NO_PLACEMENT, "no GPU fits the request (with --wait: the queue timeout passed); over "
