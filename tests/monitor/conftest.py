@@ -20,6 +20,7 @@ from fleet.sim.gpus import SimHostGpus, write_config
 from fleet.sim.sshhost import SimSshHost
 from fleet.ssh.hostkeys import pin_host_key
 from fleet.ssh.options import SshOptions
+from tests.fixtures.database import PgServer
 
 HOST_PATH = "/usr/bin:/bin"  # the hosts' python3 is Debian's (no pynvml): the probe ships its own
 
@@ -164,3 +165,15 @@ def process_alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """This test's own migrated database on the suite's server; its name (connections are
+    allowed again before it is dropped, for tests that cut them)."""
+    name = pg_server.create_database(request.node.name)
+    try:
+        yield name
+    finally:
+        pg_server.admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        pg_server.drop_database(name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,17 +15,6 @@ from tests.monitor.conftest import GpuHostFactory, wait_until
 from tests.monitor.test_monitor_cli import FAST_SETTINGS, MonitorProcess
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def pg_database(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
-    """This test's own migrated database on the suite's server; its name."""
-    name = pg_server.create_database(request.node.name)
-    try:
-        yield name
-    finally:
-        pg_server.admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        pg_server.drop_database(name)
 
 
 def _cut(server: PgServer, name: str) -> None:

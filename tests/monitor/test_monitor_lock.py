@@ -9,7 +9,6 @@ import asyncio
 import signal
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,10 +23,7 @@ from tests.monitor.test_monitor_cli import MonitorProcess, write_inventory
 @pytest.mark.usefixtures("db_url")  # on each backend
 async def test_a_second_monitor_on_one_database_is_refused_until_the_first_is_gone(
         fleet_cli: FleetCli, gpu_hosts: GpuHostFactory) -> None:
-    write_inventory(fleet_cli, [await gpu_hosts("lk0", sim.busy(1, host="lk0"))])
-    first = await MonitorProcess.start(fleet_cli)
-    await wait_until(lambda: sum(s["samples_written"] for s in first.summaries) > 0, 30,
-                     "samples written")
+    first = await _recording(fleet_cli, gpu_hosts, "lk0", {})
 
     second = await fleet_cli.run("--json", "monitor", "--accept-new", timeout=30)
 
@@ -65,24 +61,21 @@ def _lock_holder(pg_server: PgServer, name: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-@pytest.fixture
-def pg_database(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
-    """This test's own migrated database on the suite's server; its name."""
-    name = pg_server.create_database(request.node.name)
-    try:
-        yield name
-    finally:
-        pg_server.drop_database(name)
+async def _recording(fleet_cli: FleetCli, gpu_hosts: GpuHostFactory, host: str,
+                     env: dict[str, str]) -> MonitorProcess:
+    """A `fleet monitor` of one host on the database in `env`, once it has written samples."""
+    write_inventory(fleet_cli, [await gpu_hosts(host, sim.busy(1, host=host))])
+    monitor = await MonitorProcess.start(fleet_cli, env=env)
+    await wait_until(lambda: sum(s["samples_written"] for s in monitor.summaries) > 0, 30,
+                     "samples written")
+    return monitor
 
 
 async def test_a_monitor_takes_its_lock_again_after_its_session_ends(
         fleet_cli: FleetCli, gpu_hosts: GpuHostFactory, pg_server: PgServer,
         pg_database: str) -> None:
-    write_inventory(fleet_cli, [await gpu_hosts("lk1", sim.busy(1, host="lk1"))])
     env = {"FLEET_DB": pg_server.cluster.url(pg_database)}
-    first = await MonitorProcess.start(fleet_cli, env=env)
-    await wait_until(lambda: sum(s["samples_written"] for s in first.summaries) > 0, 30,
-                     "samples written")
+    first = await _recording(fleet_cli, gpu_hosts, "lk1", env)
     mine = f"fleet monitor pid {first.process.pid} on {socket.gethostname()}"
     assert await asyncio.to_thread(_lock_holder, pg_server, pg_database) == mine
     assert await asyncio.to_thread(_terminate_monitor_session, pg_server, pg_database,
@@ -106,11 +99,8 @@ async def test_a_monitor_whose_lock_was_taken_meanwhile_stops_with_exit_4(
         pg_database: str) -> None:
     import psycopg
 
-    write_inventory(fleet_cli, [await gpu_hosts("lk2", sim.busy(1, host="lk2"))])
     env = {"FLEET_DB": pg_server.cluster.url(pg_database)}
-    first = await MonitorProcess.start(fleet_cli, env=env)
-    await wait_until(lambda: sum(s["samples_written"] for s in first.summaries) > 0, 30,
-                     "samples written")
+    first = await _recording(fleet_cli, gpu_hosts, "lk2", env)
     other = psycopg.connect(pg_server.cluster.dsn(pg_database), autocommit=True,
                             application_name="fleet monitor pid 999999 on elsewhere")
     try:
