@@ -114,6 +114,8 @@ def recorded_runs() -> list[RunState]:
     for path in sorted(base.glob("*.json")):
         try:
             runs.append(RunState.load(path))
+        except FileNotFoundError:
+            continue  # that run ended (another worker removed its state) since the listing
         except (ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(
                 f"{path}: unreadable test-cluster state file ({exc}); delete it"
