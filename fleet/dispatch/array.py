@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from db.tasks import TaskRow
     from fleet.context import FleetContext
+    from fleet.dispatch.remote import TaskHost
     from fleet.services.placement import PlacementService
 
 ARRAY_ENV_NAMES = frozenset({"FLEET_ARRAY_ID", "FLEET_ARRAY_INDEX", "FLEET_ARRAY_SIZE"})
@@ -131,20 +132,26 @@ async def run_array(context: FleetContext, placement: PlacementService, spec: Ar
     window = spec.max_running or min(spec.size, MAX_WAITERS)
     pending = iter(range(len(members)))
 
+    async def attend_member(member: ArrayMember, started: StartedTask,
+                            host: TaskHost | None) -> None:
+        """Follow a started member to its end, its output prefixed with its index."""
+        prefixer = Prefixer(str(member.index), started.host.name, on_output)
+        try:
+            ending = await attend(context, started, host, on_output=prefixer.write, stop=stop,
+                                  grace_s=member.request.grace_s, lost_after_s=lost_after_s)
+        finally:
+            prefixer.flush()
+        assert ending is not None
+        on_event(f"array {array_id} index {member.index} (task {started.task_id}) "
+                 f"{_said(ending)}")
+
     async def follow_member(member: ArrayMember, row: TaskRow) -> None:
         try:
             started = started_of_row(context, row)
         except FleetError as exc:
             on_event(f"array {array_id} index {member.index} (task {row.id}): {exc}")
             return
-        prefixer = Prefixer(str(member.index), row.host or "", on_output)
-        try:
-            ending = await attend(context, started, None, on_output=prefixer.write, stop=stop,
-                                  grace_s=member.request.grace_s, lost_after_s=lost_after_s)
-        finally:
-            prefixer.flush()
-        assert ending is not None
-        on_event(f"array {array_id} index {member.index} (task {row.id}) {_said(ending)}")
+        await attend_member(member, started, None)
 
     async def run_member(position: int) -> None:
         member, task_id = members[position], ids[position]
@@ -170,14 +177,7 @@ async def run_array(context: FleetContext, placement: PlacementService, spec: Ar
             return
         if on_started is not None:
             on_started(member.index, started)
-        prefixer = Prefixer(str(member.index), started.host.name, on_output)
-        try:
-            ending = await attend(context, started, host, on_output=prefixer.write, stop=stop,
-                                  grace_s=request.grace_s, lost_after_s=lost_after_s)
-        finally:
-            prefixer.flush()
-        assert ending is not None
-        on_event(f"array {array_id} index {member.index} (task {task_id}) {_said(ending)}")
+        await attend_member(member, started, host)
 
     async def worker() -> None:
         for position in pending:

@@ -24,6 +24,8 @@ SERVE = "fleet serve"
 MONITOR = "fleet monitor"
 # How a monitor holding PostgreSQL's lock names its session (a leading server: "fleet serve pid").
 MONITOR_PREFIX = f"{MONITOR} pid "
+# Who holds a lock whose holder PostgreSQL no longer names (it let go meanwhile).
+SOMEONE = "another fleet serve or fleet monitor"
 # How often a monitor checks that its PostgreSQL lock is still its own.
 KEEP_EVERY_S = 5.0
 
@@ -137,7 +139,7 @@ class PostgresRecorderLock:
         with storage_errors("take the recorder lock", self.database.url):
             if self._lock.try_acquire():
                 return
-            holder = self._lock.holder() or "another fleet serve or fleet monitor"
+            holder = self._lock.holder() or SOMEONE
         raise ConfigError(f"{holder} is already recording {self.what}; stop it first")
 
     def keep(self) -> str | None:
@@ -156,7 +158,7 @@ class PostgresRecorderLock:
         if self._lock.try_acquire():
             log.warning("took the recorder lock of %s again", self.what)
             return None
-        return self._lock.holder() or "another fleet serve or fleet monitor"
+        return self._lock.holder() or SOMEONE
 
     def release(self) -> None:
         """Drop the lock (closing its connection). A session the database ended meanwhile (a
