@@ -18,8 +18,9 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
+from functools import partial
 
 from fleet.snapshot import FleetSnapshot, HostSnapshot
 from tests.tui.fake_service import NOW, FakeService, gpu, host
@@ -48,11 +49,16 @@ def synthetic_fleet(hosts: int, changed: float, seed: int = 1) -> list[FleetSnap
 
 
 class SyntheticService(FakeService):
-    """The fake service with a 1 Hz stream of pre-built snapshots."""
+    """The fake service with a 1 Hz stream of snapshots built when the app first asks (after
+    its start-up, as a live fleet's arrive: the app freezes what is alive at mount)."""
 
-    frames: list[FleetSnapshot]
+    build: Callable[[], list[FleetSnapshot]]
+    build_s = 0.0  # seconds building the snapshots took, left out of the time to first frame
 
     async def watch(self) -> AsyncIterator[FleetSnapshot]:
+        started = time.monotonic()
+        self.frames = self.build()
+        self.build_s = time.monotonic() - started
         tick = 0
         while True:
             yield replace(self.frames[tick % len(self.frames)], taken_at=NOW + tick)
@@ -63,9 +69,8 @@ class SyntheticService(FakeService):
 async def measure(hosts: int, seconds: float, changed: float) -> dict[str, float]:
     from tui.app import FleetApp
 
-    frames = synthetic_fleet(hosts, changed)
     service = SyntheticService()
-    service.frames = frames
+    service.build = partial(synthetic_fleet, hosts, changed)
     app = FleetApp(service, clock=lambda: NOW)
     started = time.monotonic()
     result: dict[str, float] = {}
@@ -74,7 +79,8 @@ async def measure(hosts: int, seconds: float, changed: float) -> dict[str, float
         deadline = time.monotonic() + 120
         while app.first_frame_at is None and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        result["first_frame_s"] = (app.first_frame_at or time.monotonic()) - started
+        result["first_frame_s"] = ((app.first_frame_at or time.monotonic()) - started
+                                   - service.build_s)
         await asyncio.sleep(2.0)  # let the first re-sorts and layout settle
         seen, cpu0, wall0 = app.snapshots_seen, time.process_time(), time.monotonic()
         await asyncio.sleep(seconds)
