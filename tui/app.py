@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -88,16 +87,8 @@ class FleetApp(App[None]):
         self._watch = watch_snapshots
 
     def on_mount(self) -> None:
-        # What is alive now (modules, the widget tree) lives as long as the app: out of the
-        # cyclic collector's sight, a full collection walks only what came later. At the first
-        # snapshot of 1,000 hosts two full collections walked it all: ~75 of the first frame's
-        # ~450 ms (docs/bench/README.md, target 3).
-        gc.freeze()
         if self._watch:
             self.follow_snapshots()
-
-    def on_unmount(self) -> None:
-        gc.unfreeze()  # back to the collector: an embedding process (tests) outlives the app
 
     @work(exclusive=True, group="watch")
     async def follow_snapshots(self) -> None:

@@ -8,8 +8,6 @@ from textual.widget import PseudoClasses
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from tui.widgets.one_line_cell import one_line_segments, styled_line
-
 Lines = list[list[Segment]]
 # A row's cells are cached per column and style: DataTable renders a fixed column twice per line,
 # in two styles.
@@ -46,32 +44,10 @@ class CellCachedTable(DataTable[object]):
         # The cache holds a reference to the value, so an `is` match cannot be a reused id.
         if known is not None and known[0] is value and known[1] == context:
             return known[2]
-        lines = (self._render_one_line(row_index, column_index, base_style, width, cursor, hover)
-                 or super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                         hover))
+        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row[column_key, base_style] = (value, context, lines)
         self.cells_rendered += 1
         return lines
-
-    def _render_one_line(self, row_index: int, column_index: int, base_style: Style,
-                         width: int, cursor: bool, hover: bool) -> Lines | None:
-        """DataTable._render_cell's lines for a one-line body cell, without Rich's layers
-        (tui.widgets.one_line_cell); None where only DataTable's own rendering can say."""
-        row_key = self._row_locations.get_key(row_index)
-        if row_key is None or self.rows[row_key].height != 1:  # auto-height rows wrap
-            return None
-        cell = self._get_row_renderables(row_index).cells[column_index]
-        options = self.app.console_options
-        segments = one_line_segments(cell, width, self.cell_padding, self.app.console,
-                                     justify=options.justify, overflow=options.overflow)
-        if segments is None:
-            return None
-        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
-        component_style, post_style = self._get_styles_to_render_cell(
-            False, False, fixed, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
-        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index})
-        return [styled_line(segments, pre_style + component_style, post_style)]
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
