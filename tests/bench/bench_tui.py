@@ -2,10 +2,13 @@
 (8 GPUs each) from a synthetic snapshot source, and time to first frame.
 
     .venv/bin/python -m tests.bench.bench_tui [--seconds 20] [--hosts 100,1000] [--changed 0.2]
+                                             [--prebuilt]
 
 Each scale runs in its own process: the app renders headless (Textual's full compositor, no
-terminal writes) at 160×45; snapshots are pre-built so only the TUI's own work is measured;
-`--changed` is the fraction of hosts whose readings change each second.
+terminal writes) at 160×45; the harness makes the snapshots, the first one's making left out
+of the time to first frame, so only the TUI's own work is measured;
+`--changed` is the fraction of hosts whose readings change each second; `--prebuilt` makes
+every snapshot before the app starts, as this harness did until 2026-12-02.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
@@ -30,6 +33,11 @@ VARIANTS = 8
 
 def synthetic_fleet(hosts: int, changed: float, seed: int = 1) -> list[FleetSnapshot]:
     """VARIANTS snapshots in which `changed` of the hosts differ from one to the next."""
+    return list(synthetic_frames(hosts, changed, seed))
+
+
+def synthetic_frames(hosts: int, changed: float, seed: int = 1) -> Iterator[FleetSnapshot]:
+    """synthetic_fleet's snapshots, each built when it is asked for."""
     rng = random.Random(seed)
 
     def make(index: int) -> HostSnapshot:
@@ -39,38 +47,53 @@ def synthetic_fleet(hosts: int, changed: float, seed: int = 1) -> list[FleetSnap
                            for i in range(8)], groups=(f"rack{index % 20}",))
 
     current = [make(i) for i in range(hosts)]
-    snapshots = []
     for _ in range(VARIANTS):
         moved = set(rng.sample(range(hosts), max(1, int(hosts * changed))))
         current = [make(i) if i in moved else h for i, h in enumerate(current)]
-        snapshots.append(FleetSnapshot(taken_at=NOW, hosts=tuple(current),
-                                       changed=frozenset(f"node{i:04d}" for i in moved)))
-    return snapshots
+        yield FleetSnapshot(taken_at=NOW, hosts=tuple(current),
+                            changed=frozenset(f"node{i:04d}" for i in moved))
 
 
 class SyntheticService(FakeService):
-    """The fake service with a 1 Hz stream of snapshots built when the app first asks (after
-    its start-up, as a live fleet's arrive: the app freezes what is alive at mount)."""
+    """The fake service with a 1 Hz stream of synthetic snapshots.
 
-    build: Callable[[], list[FleetSnapshot]]
-    build_s = 0.0  # seconds building the snapshots took, left out of the time to first frame
+    As a live fleet's, the first is made after the app started, and alone: the others are
+    made after it was shown, before the steady window. With `prebuilt` (the harness until
+    2026-12-02) all VARIANTS exist before the app starts, so the first frame's garbage
+    collections also walk seven more fleets' worth of objects than a live TUI holds.
+    """
+
+    build: Callable[[], Iterator[FleetSnapshot]]
+    build_s = 0.0  # seconds making the first snapshot took, left out of the time to first frame
+    frames: list[FleetSnapshot] | None = None  # set beforehand when pre-built
 
     async def watch(self) -> AsyncIterator[FleetSnapshot]:
-        started = time.monotonic()
-        self.frames = self.build()
-        self.build_s = time.monotonic() - started
-        tick = 0
+        if self.frames is None:
+            started = time.monotonic()
+            frames = self.build()
+            self.frames = [next(frames)]
+            self.build_s = time.monotonic() - started
+            yield self.frames[0]
+            await asyncio.sleep(1.0)
+            self.frames += frames
+        else:
+            yield self.frames[0]
+            await asyncio.sleep(1.0)
+        tick = 1
         while True:
             yield replace(self.frames[tick % len(self.frames)], taken_at=NOW + tick)
             tick += 1
             await asyncio.sleep(1.0)
 
 
-async def measure(hosts: int, seconds: float, changed: float) -> dict[str, float]:
+async def measure(hosts: int, seconds: float, changed: float, prebuilt: bool = False
+                  ) -> dict[str, float]:
     from tui.app import FleetApp
 
     service = SyntheticService()
-    service.build = partial(synthetic_fleet, hosts, changed)
+    service.build = partial(synthetic_frames, hosts, changed)
+    if prebuilt:
+        service.frames = list(service.build())
     app = FleetApp(service, clock=lambda: NOW)
     started = time.monotonic()
     result: dict[str, float] = {}
@@ -100,10 +123,13 @@ def main() -> int:
     parser.add_argument("--hosts", default="100,1000")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--changed", type=float, default=0.2)
+    parser.add_argument("--prebuilt", action="store_true",
+                        help="build every snapshot before the app starts (the old harness)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(asyncio.run(measure(args.child, args.seconds, args.changed))))
+        print(json.dumps(asyncio.run(measure(args.child, args.seconds, args.changed,
+                                             args.prebuilt))))
         return 0
     print(f"TUI at 1 Hz, {args.changed:.0%} of hosts changing per tick, {args.seconds:g}s "
           f"steady window, {os.cpu_count()} cores")
@@ -111,7 +137,8 @@ def main() -> int:
     for count in (int(n) for n in args.hosts.split(",")):
         out = subprocess.run([sys.executable, "-m", "tests.bench.bench_tui", "--child",
                               str(count), "--seconds", str(args.seconds), "--changed",
-                              str(args.changed)], capture_output=True, text=True, check=True,
+                              str(args.changed), *(["--prebuilt"] if args.prebuilt else [])],
+                             capture_output=True, text=True, check=True,
                              timeout=args.seconds + 300)
         numbers = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{count:>6} {count * 8:>6} {int(numbers['rows']):>5} "
