@@ -244,5 +244,33 @@ def gpu_from_snapshot(host: HostSnapshot, gpu: GpuSnapshot, load: RecentLoad | N
     )
 
 
+class SnapshotGpuFacts:
+    """What fleet.placement.free reads of a live snapshot's GPU, as gpu_from_snapshot has it.
+
+    Counting free GPUs asks this of every GPU of every changed host; a GpuCandidate (a frozen
+    dataclass of 19 fields) cost 5.5 µs to build, 44 of the 54 ms of 8,000 GPUs.
+    """
+
+    __slots__ = (
+        "drain_reason",
+        "drained",
+        "lost",
+        "memory_used_bytes",
+        "process_count",
+        "sampled_at",
+        "state",
+    )
+
+    def __init__(self, host: HostSnapshot, gpu: GpuSnapshot) -> None:
+        reading = gpu.reading
+        self.lost = reading.lost
+        self.state = gpu.state
+        self.drained = gpu.drained
+        self.drain_reason = gpu.drain_reason
+        self.sampled_at = host.report.timestamp if host.report is not None else None
+        self.process_count = len(reading.processes)
+        self.memory_used_bytes = reading.memory_used_bytes
+
+
 def _optional_float(value: int | None) -> float | None:
     return None if value is None else float(value)

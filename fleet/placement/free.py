@@ -8,17 +8,33 @@ or more than UNMANAGED_MEMORY_BYTES of memory used).
 
 from __future__ import annotations
 
-from fleet.placement.candidates import (
-    GpuCandidate,
-    HostCandidate,
-    gpu_from_snapshot,
-    host_from_snapshot,
-)
+from typing import Protocol
+
+from fleet.placement.candidates import HostCandidate, SnapshotGpuFacts, host_from_snapshot
 from fleet.placement.request import DEFAULT_MAX_SAMPLE_AGE_S, format_memory
 from fleet.snapshot import AllocationInfo, GpuSnapshot, HostSnapshot
 
 # A GPU with more memory than this in use and no fleet allocation is busy with someone's work.
 UNMANAGED_MEMORY_BYTES = 512 << 20
+
+
+class GpuFacts(Protocol):
+    """What the rules read of a GPU: a GpuCandidate, or a live snapshot's SnapshotGpuFacts."""
+
+    @property
+    def lost(self) -> bool: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def drained(self) -> bool: ...
+    @property
+    def drain_reason(self) -> str | None: ...
+    @property
+    def sampled_at(self) -> float | None: ...
+    @property
+    def process_count(self) -> int | None: ...
+    @property
+    def memory_used_bytes(self) -> int | None: ...
 
 
 def host_unavailable(host: HostCandidate) -> list[str]:
@@ -32,7 +48,7 @@ def host_unavailable(host: HostCandidate) -> list[str]:
     return reasons
 
 
-def gpu_unavailable(gpu: GpuCandidate, allocation: AllocationInfo | None, now: float, *,
+def gpu_unavailable(gpu: GpuFacts, allocation: AllocationInfo | None, now: float, *,
                     max_sample_age_s: float = DEFAULT_MAX_SAMPLE_AGE_S,
                     allow_unmanaged: bool = False) -> list[str]:
     """Why the GPU itself is not free (empty: it is); host-level reasons are not repeated."""
@@ -55,7 +71,7 @@ def gpu_unavailable(gpu: GpuCandidate, allocation: AllocationInfo | None, now: f
     return reasons
 
 
-def unmanaged_use(gpu: GpuCandidate) -> list[str]:
+def unmanaged_use(gpu: GpuFacts) -> list[str]:
     """How the GPU is in use by work fleet did not start (processes, memory), if it is."""
     if gpu.process_count:
         plural = "es" if gpu.process_count > 1 else ""
@@ -76,7 +92,7 @@ def describe_allocation(allocation: AllocationInfo) -> str:
 def not_free_reasons(host: HostSnapshot, gpu: GpuSnapshot, now: float) -> list[str]:
     """Why a GPU of a live snapshot is not free at epoch time `now` (empty: it is free)."""
     return (host_unavailable(host_from_snapshot(host, now))
-            + gpu_unavailable(gpu_from_snapshot(host, gpu), gpu.allocation, now))
+            + gpu_unavailable(SnapshotGpuFacts(host, gpu), gpu.allocation, now))
 
 
 def is_free(host: HostSnapshot, gpu: GpuSnapshot, now: float) -> bool:
@@ -89,4 +105,4 @@ def free_gpus(host: HostSnapshot, now: float) -> tuple[GpuSnapshot, ...]:
     if host_unavailable(host_from_snapshot(host, now)):
         return ()
     return tuple(gpu for gpu in host.gpus
-                 if not gpu_unavailable(gpu_from_snapshot(host, gpu), gpu.allocation, now))
+                 if not gpu_unavailable(SnapshotGpuFacts(host, gpu), gpu.allocation, now))

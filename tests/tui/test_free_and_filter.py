@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from textual.widgets import Static
 
-from fleet.placement.candidates import candidates_from_snapshot
+from fleet.placement.candidates import SnapshotGpuFacts, candidates_from_snapshot, gpu_from_snapshot
 from fleet.placement.free import free_gpus, is_free
 from fleet.placement.place import place
 from fleet.placement.request import PlacementRequest
@@ -117,6 +117,24 @@ def test_free_counts_follow_new_snapshots_and_the_sample_age_limit() -> None:
         for snapshot_host in (atlas, boreas, fresh):
             assert counts(snapshot_host, now) == free_count(snapshot_host, now)
     assert counts(fresh, NOW) == 1 and counts(fresh, NOW + 60) == 0
+
+
+def test_snapshot_facts_are_the_candidates_fields() -> None:
+    """What the free count reads of a live GPU is what placement's candidate holds."""
+    lost = replace(gpu("hydra", 0, "NVIDIA L4", 24, None, 0, None, None), drained=True,
+                   drain_reason="fan")
+    lost = replace(lost, reading=replace(lost.reading, lost=True))
+    unreported = replace(host("hydra", [lost]), report=None)
+    hosts = [h for snapshot in (standard_fleet(), busy_outside_fleet()) for h in snapshot.hosts]
+    compared = 0
+    for snapshot_host in [*hosts, host("hydra", [lost]), unreported]:
+        for snapshot_gpu in snapshot_host.gpus:
+            facts = SnapshotGpuFacts(snapshot_host, snapshot_gpu)
+            candidate = gpu_from_snapshot(snapshot_host, snapshot_gpu)
+            for name in SnapshotGpuFacts.__slots__:
+                assert getattr(facts, name) == getattr(candidate, name), (snapshot_host, name)
+            compared += 1
+    assert compared > 10
 
 
 @pytest.mark.parametrize("now", [NOW, NOW + 60])
