@@ -58,7 +58,7 @@ reliability: system-deps setup
 	FLEET_LONG_TESTS=1 $(BIN)/python -m pytest -ra -s --durations=20 tests/reliability tests/security tests/property
 
 # Benchmarks vs peers (asyncssh floor, OpenSSH, parallel-ssh, Ansible) on namespace hosts, written
-# to docs/bench/latest.{md,json}; ~9 min on 2 cores; root for the namespace parts (else skipped).
+# to docs/bench/latest.{md,json}; ~13 min on 2 cores; root for the namespace parts (else skipped).
 bench: system-deps setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	timeout 1500 $(BIN)/python -m tests.bench
