@@ -68,17 +68,15 @@ class SyntheticService(FakeService):
     frames: list[FleetSnapshot] | None = None  # set beforehand when pre-built
 
     async def watch(self) -> AsyncIterator[FleetSnapshot]:
+        later: Iterator[FleetSnapshot] = iter(())
         if self.frames is None:
             started = time.monotonic()
-            frames = self.build()
-            self.frames = [next(frames)]
+            later = self.build()
+            self.frames = [next(later)]
             self.build_s = time.monotonic() - started
-            yield self.frames[0]
-            await asyncio.sleep(1.0)
-            self.frames += frames
-        else:
-            yield self.frames[0]
-            await asyncio.sleep(1.0)
+        yield self.frames[0]
+        await asyncio.sleep(1.0)
+        self.frames += later  # made once the first frame is on screen
         tick = 1
         while True:
             yield replace(self.frames[tick % len(self.frames)], taken_at=NOW + tick)
