@@ -116,9 +116,21 @@ async def measure(hosts: int, seconds: float, changed: float, prebuilt: bool = F
     return result
 
 
+def _host_counts(text: str) -> list[int]:
+    """`--hosts 1,1000` as [1, 1000]; argparse reports anything else as a usage error."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use host counts like 1,1000") from None
+    if any(count < 1 for count in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: every host count must be at least 1")
+    return counts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--hosts", default="100,1000")
+    parser.add_argument("--hosts", default="100,1000", type=_host_counts,
+                        help="comma-separated fleet sizes, e.g. 1,1000")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--changed", type=float, default=0.2)
     parser.add_argument("--prebuilt", action="store_true",
@@ -132,7 +144,7 @@ def main() -> int:
     print(f"TUI at 1 Hz, {args.changed:.0%} of hosts changing per tick, {args.seconds:g}s "
           f"steady window, {os.cpu_count()} cores")
     print(f"{'hosts':>6} {'GPUs':>6} {'rows':>5} {'first frame':>12} {'CPU':>7} {'ticks':>6}")
-    for count in (int(n) for n in args.hosts.split(",")):
+    for count in args.hosts:
         out = subprocess.run([sys.executable, "-m", "tests.bench.bench_tui", "--child",
                               str(count), "--seconds", str(args.seconds), "--changed",
                               str(args.changed), *(["--prebuilt"] if args.prebuilt else [])],
