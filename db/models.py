@@ -172,15 +172,12 @@ class GpuSample(Base):
     lost: Mapped[bool] = mapped_column(Boolean)
 
 
-class GpuSampleMinute(Base):
-    """Per-minute rollup of gpu_samples (bucket_ts: bucket start in epoch milliseconds).
+class GpuRollupColumns:
+    """What a rollup row of one GPU and period holds (bucket_ts: period start, epoch ms).
 
-    `*_samples`: how many of the minute's samples had that reading (the weights of its
+    `*_samples`: how many of the period's samples had that reading (the weights of its
     averages); NULL, like mem_used_avg, in minutes rolled up before migration 0013.
     """
-
-    __tablename__ = "gpu_samples_1m"
-    __table_args__ = (Index("ix_gpu_samples_1m_bucket_ts", "bucket_ts"),)
 
     gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"), primary_key=True)
     bucket_ts: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -197,6 +194,21 @@ class GpuSampleMinute(Base):
     mem_used_samples: Mapped[int | None] = mapped_column(Integer)
     temp_samples: Mapped[int | None] = mapped_column(Integer)
     power_samples: Mapped[int | None] = mapped_column(Integer)
+
+
+class GpuSampleMinute(GpuRollupColumns, Base):
+    """Per-minute rollup of gpu_samples."""
+
+    __tablename__ = "gpu_samples_1m"
+    __table_args__ = (Index("ix_gpu_samples_1m_bucket_ts", "bucket_ts"),)
+
+
+class GpuSampleFiveMinutes(GpuRollupColumns, Base):
+    """Per-5-minute rollup of gpu_samples_1m (migration 0014), what long histories read:
+    a fifth of the rows, and a fifth of the pages, of the minutes it sums."""
+
+    __tablename__ = "gpu_samples_5m"
+    __table_args__ = (Index("ix_gpu_samples_5m_bucket_ts", "bucket_ts"),)
 
 
 class Task(Base):

@@ -1,20 +1,42 @@
-"""Rolling raw GPU samples up into 1-minute buckets and pruning old samples and rollups.
+"""Rolling raw GPU samples up into 1-minute and 5-minute buckets, and pruning old rows.
 
 Idempotent by construction: the rollup covers only complete minutes after the newest bucket
 already in gpu_samples_1m (the watermark), so running it twice over the same range adds nothing,
 and raw samples are never pruned past the watermark (nothing is deleted before it is rolled up).
+The 5-minute periods are summed from the minutes the same way, up to the minutes' watermark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import BigInteger, Float, cast, delete, func, insert, literal_column, select
+from sqlalchemy import (
+    BigInteger,
+    Float,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    literal_column,
+    null,
+    select,
+)
 from sqlalchemy.orm import Session
 
-from db.models import Gpu, GpuSample, GpuSampleMinute, HostSample
+from db.models import (
+    Gpu,
+    GpuRollupColumns,
+    GpuSample,
+    GpuSampleFiveMinutes,
+    GpuSampleMinute,
+    HostSample,
+)
 
 MINUTE_MS = 60_000
+FIVE_MINUTES_MS = 300_000
+READINGS = ("util", "mem_used", "temp", "power")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +55,28 @@ class PruneResult:
     gpu_samples: int
     host_samples: int
     gpu_rollups: int
+    gpu_rollups_5m: int = 0
 
 
 def rollup_watermark_ms(session: Session) -> int | None:
     """End (exclusive) of the rolled-up range: the newest bucket start + 1 minute, or None."""
     newest = session.scalar(select(func.max(GpuSampleMinute.bucket_ts)))
     return None if newest is None else int(newest) + MINUTE_MS
+
+
+def reading_weight(rollup: type[GpuRollupColumns], reading: str) -> Any:
+    """What a rollup row's mean of `reading` weighs in a longer period: the samples that had
+    the reading (a minute from before migration 0013: its sample count), NULL without a mean."""
+    average = getattr(rollup, f"{reading}_avg")
+    count = getattr(rollup, f"{reading}_samples")
+    return case((average.is_(None), null()), else_=func.coalesce(count, rollup.samples))
+
+
+def weighted_mean(rollup: type[GpuRollupColumns], reading: str) -> Any:
+    """The mean of rollup rows' means of `reading`, each weighted by reading_weight."""
+    average = getattr(rollup, f"{reading}_avg")
+    weight = reading_weight(rollup, reading)
+    return cast(func.sum(average * weight), Float) / func.nullif(func.sum(weight), 0)
 
 
 def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
@@ -96,10 +134,50 @@ def rollup_gpu_minutes(session: Session, *, until_ms: int) -> RollupResult:
     return RollupResult(int(result.rowcount or 0), start_ms, end_ms)  # type: ignore[attr-defined]
 
 
+def five_minute_watermark_ms(session: Session) -> int | None:
+    """End (exclusive) of the 5-minute periods rolled up: the newest start + 5 minutes, or None."""
+    newest = session.scalar(select(func.max(GpuSampleFiveMinutes.bucket_ts)))
+    return None if newest is None else int(newest) + FIVE_MINUTES_MS
+
+
+def rollup_gpu_five_minutes(session: Session) -> RollupResult:
+    """Sum the minute rollups of every whole 5-minute period before their watermark that is
+    not rolled up yet: counts and weights summed, maxima taken, means weighted (weighted_mean),
+    so any bucket of whole periods reads the same from either level. Not committed.
+    """
+    minutes_end = rollup_watermark_ms(session)
+    if minutes_end is None:
+        return RollupResult(0, None, None)
+    end_ms = (minutes_end // FIVE_MINUTES_MS) * FIVE_MINUTES_MS
+    start_ms = five_minute_watermark_ms(session)
+    if start_ms is None:
+        oldest = int(session.scalar(select(func.min(GpuSampleMinute.bucket_ts))) or 0)
+        start_ms = (oldest // FIVE_MINUTES_MS) * FIVE_MINUTES_MS
+    if start_ms >= end_ms:
+        return RollupResult(0, start_ms, start_ms)
+    minute = GpuSampleMinute
+    width = literal_column(str(FIVE_MINUTES_MS), BigInteger)
+    period = (minute.bucket_ts // width) * width
+    columns: list[Any] = [minute.gpu_id, period, func.sum(minute.samples)]
+    names = ["gpu_id", "bucket_ts", "samples"]
+    for reading in READINGS:
+        columns += [weighted_mean(minute, reading),
+                    func.max(getattr(minute, f"{reading}_max")),
+                    func.coalesce(func.sum(reading_weight(minute, reading)), 0)]
+        names += [f"{reading}_avg", f"{reading}_max", f"{reading}_samples"]
+    source = (select(*columns)
+              .where(minute.bucket_ts >= start_ms, minute.bucket_ts < end_ms)
+              .group_by(minute.gpu_id, period))
+    result = session.execute(insert(GpuSampleFiveMinutes).from_select(names, source),
+                             execution_options={"preserve_rowcount": True})
+    return RollupResult(int(result.rowcount or 0), start_ms, end_ms)  # type: ignore[attr-defined]
+
+
 def prune_samples_and_rollups(session: Session, *, raw_before_ms: int,
                               rollup_before_ms: int | None) -> PruneResult:
     """Delete raw samples with ts < raw_before_ms, but never GPU samples not yet rolled up,
-    and rollup buckets older than rollup_before_ms (None keeps them all). Not committed.
+    and rollup buckets older than rollup_before_ms (None keeps them all): minutes before it,
+    and 5-minute periods that end before the period holding it. Not committed.
     """
     watermark = rollup_watermark_ms(session)
     gpu_cutoff = raw_before_ms if watermark is None else min(raw_before_ms, watermark)
@@ -110,14 +188,19 @@ def prune_samples_and_rollups(session: Session, *, raw_before_ms: int,
         gpu_result = session.execute(delete(GpuSample).where(GpuSample.ts < gpu_cutoff))
         gpu_deleted = int(gpu_result.rowcount or 0)  # type: ignore[attr-defined]
     host_result = session.execute(delete(HostSample).where(HostSample.ts < raw_before_ms))
-    rollups_deleted = 0
+    rollups_deleted = periods_deleted = 0
     if rollup_before_ms is not None:
         rollup_result = session.execute(
             delete(GpuSampleMinute).where(GpuSampleMinute.bucket_ts < rollup_before_ms)
         )
         rollups_deleted = int(rollup_result.rowcount or 0)  # type: ignore[attr-defined]
+        periods_before_ms = (rollup_before_ms // FIVE_MINUTES_MS) * FIVE_MINUTES_MS
+        period_result = session.execute(delete(GpuSampleFiveMinutes).where(
+            GpuSampleFiveMinutes.bucket_ts < periods_before_ms))
+        periods_deleted = int(period_result.rowcount or 0)  # type: ignore[attr-defined]
     return PruneResult(
         gpu_samples=gpu_deleted,
         host_samples=int(host_result.rowcount or 0),  # type: ignore[attr-defined]
         gpu_rollups=rollups_deleted,
+        gpu_rollups_5m=periods_deleted,
     )

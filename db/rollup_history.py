@@ -1,11 +1,12 @@
-"""Bucketed GPU history read from the 1-minute rollups, with only the unrolled edges from raw.
+"""Bucketed GPU history read from the rollups, with only the unrolled edges from raw.
 
-A bucket of whole minutes is answered from gpu_samples_1m when all its minutes are rolled up:
-counts are summed, maxima taken, and each mean is the mean of the minutes' means weighted by
-how many samples had that reading, so the points equal gpu_history's over the raw samples
-(exactly for counts and maxima; means up to floating-point rounding, tested within 1e-9).
-Raw samples answer the bucket holding the rollup watermark and those after it, and a first
-bucket that `since_ms` cuts. Before the oldest raw sample (pruned) the rollups are all there is.
+A bucket of whole minutes is answered from gpu_samples_1m when all its minutes are rolled up,
+and a bucket of whole 5-minute periods from gpu_samples_5m when those are: counts are summed,
+maxima taken, and each mean is the mean of the rows' means weighted by how many samples had
+that reading, so the points equal gpu_history's over the raw samples (exactly for counts and
+maxima; means up to floating-point rounding, tested within 1e-9). Raw samples answer the
+bucket holding the minutes' watermark and those after it, and a first bucket that `since_ms`
+cuts. Before the oldest raw sample (pruned) the rollups are all there is.
 """
 
 from __future__ import annotations
@@ -13,13 +14,34 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Float, Select, case, cast, func, literal_column, null, select
+from sqlalchemy import BigInteger, Select, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
-from db.history import HOST_INDEX_PATTERN, gpu_history, history_points
-from db.models import Gpu, GpuSample, GpuSampleMinute, Host
-from db.retention import MINUTE_MS
+from db.history import (
+    bucket_points,
+    gpu_filter,
+    gpu_filter_terms,
+    gpu_history,
+    history_points,
+    matching_gpu_ids,
+    raw_buckets,
+    time_range,
+)
+from db.models import (
+    Gpu,
+    GpuRollupColumns,
+    GpuSample,
+    GpuSampleFiveMinutes,
+    GpuSampleMinute,
+    Host,
+)
+from db.retention import FIVE_MINUTES_MS, MINUTE_MS, weighted_mean
 from db.types import GpuHistoryPoint
+
+# The rollup levels by table name; a stretch of buckets is read from one, or from raw (None).
+LEVELS: dict[str, type[GpuRollupColumns]] = {
+    "gpu_samples_1m": GpuSampleMinute, "gpu_samples_5m": GpuSampleFiveMinutes}
+Source = str | None
 
 
 def gpu_history_with_rollups(
@@ -32,7 +54,7 @@ def gpu_history_with_rollups(
     bucket_s: int | None = None,
     limit: int | None = None,
 ) -> list[GpuHistoryPoint]:
-    """db.history.gpu_history's points, with every rolled-up bucket read from gpu_samples_1m.
+    """db.history.gpu_history's points, with every rolled-up bucket read from the rollups.
 
     Only for `bucket_s` a whole number of minutes; raw (unbucketed) queries, other bucket
     sizes and databases without rollups go to gpu_history unchanged. Samples stored after
@@ -42,92 +64,114 @@ def gpu_history_with_rollups(
     if bucket_s is None or bucket_s <= 0 or bucket_s % 60 != 0:
         return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
                            **arguments)
-    # The newest rollup minute's end and the oldest raw sample, in one statement.
-    newest_bucket, oldest_raw = session.connection().execute(select(
+    if limit is not None and limit <= 0:
+        raise ValueError(f"limit must be positive, not {limit}")
+    shape, gpu_parameters = gpu_filter(host, gpu)
+    row = session.connection().execute(_watermarks_query(*shape), gpu_parameters).one()
+    newest_period, newest_minute, oldest_raw = row[:3]
+    gpu_ids: list[int] | None = None
+    if any(shape):  # how many GPUs the filter names, and the first: one GPU needs no query
+        count, first_id = row[3:]
+        gpu_ids = ([] if not count else [int(first_id)] if count == 1
+                   else matching_gpu_ids(session, host=host, gpu=gpu))
+    if gpu_ids is not None and not gpu_ids:
+        return []
+    stretches = [(start, end, source) for start, end, source in _stretches(
+        since_ms, until_ms, bucket_s * 1000, newest_period, newest_minute, oldest_raw)
+        if start < end]
+    if not stretches:
+        return []
+    query = _stretches_query(tuple(source for _, _, source in stretches), bucket_s * 1000,
+                             gpu_ids is not None, limit is not None)
+    parameters: dict[str, Any] = {"gpu_ids": gpu_ids, "limit": limit}
+    for index, (start, end, _) in enumerate(stretches):
+        parameters[f"since_ms_{index}"] = start
+        parameters[f"until_ms_{index}"] = end
+    return history_points(session.connection().execute(query, parameters).all())
+
+
+@lru_cache(maxsize=8)
+def _watermarks_query(by_host: bool, by_gpu: bool, by_index: bool) -> Select[Any]:
+    """The newest period of each rollup level and the oldest raw sample; with a GPU filter,
+    also how many GPUs it names and the lowest id: one round trip before the history's own."""
+    columns: list[Any] = [
+        select(func.max(GpuSampleFiveMinutes.bucket_ts)).scalar_subquery(),
         select(func.max(GpuSampleMinute.bucket_ts)).scalar_subquery(),
-        select(func.min(GpuSample.ts)).scalar_subquery())).one()
-    if newest_bucket is None:
-        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
-                           **arguments)
-    watermark = int(newest_bucket) + MINUTE_MS
-    width_ms = bucket_s * 1000
+        select(func.min(GpuSample.ts)).scalar_subquery()]
+    if by_host or by_gpu:
+        named = (select(func.count(Gpu.id).label("gpus"), func.min(Gpu.id).label("first_id"))
+                 .join(Host, Host.id == Gpu.host_id)
+                 .where(*gpu_filter_terms(by_host, by_gpu, by_index)).subquery("named"))
+        columns += [select(named.c.gpus).scalar_subquery(),
+                    select(named.c.first_id).scalar_subquery()]
+    return select(*columns)
+
+
+def _stretches(since_ms: int, until_ms: int, width_ms: int, newest_period: int | None,
+               newest_minute: int | None, oldest_raw: int | None,
+               ) -> list[tuple[int, int, Source]]:
+    """[start, end) stretches of whole buckets and where each is read, in time order.
+
+    Minutes serve the buckets all of whose minutes are rolled up; 5-minute periods, when the
+    width is a multiple of 5 minutes, the whole buckets among those that their own watermark
+    passed; raw samples the rest, and everything when nothing is rolled up.
+    """
+    if newest_minute is None:
+        return [(since_ms, until_ms, None)]
     if oldest_raw is None or since_ms < oldest_raw:
         rolled_from = since_ms  # raw samples are pruned there: rollups are all there is
     else:
         rolled_from = -(-since_ms // width_ms) * width_ms  # the first bucket wholly in range
-    rolled_until = (min(until_ms, watermark) // width_ms) * width_ms
+    rolled_until = (min(until_ms, newest_minute + MINUTE_MS) // width_ms) * width_ms
     if rolled_until <= rolled_from:
-        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
-                           **arguments)
-    points: list[GpuHistoryPoint] = []
-    for start, end, rolled in ((since_ms, rolled_from, False), (rolled_from, rolled_until, True),
-                               (rolled_until, until_ms, False)):
-        remaining = None if limit is None else limit - len(points)
-        if start >= end or remaining == 0:
-            continue
-        if rolled:
-            points += _rollup_points(session, start, end, host, gpu, width_ms, remaining)
-        else:
-            points += gpu_history(session, since_ms=start, until_ms=end, limit=remaining,
-                                  **arguments)
-    return points
+        return [(since_ms, until_ms, None)]
+    rolled: list[tuple[int, int, Source]] = [(rolled_from, rolled_until, "gpu_samples_1m")]
+    if newest_period is not None and width_ms % FIVE_MINUTES_MS == 0:
+        periods_from = -(-rolled_from // width_ms) * width_ms
+        periods_until = min(rolled_until,
+                            ((newest_period + FIVE_MINUTES_MS) // width_ms) * width_ms)
+        if periods_from < periods_until:
+            rolled = [(rolled_from, periods_from, "gpu_samples_1m"),
+                      (periods_from, periods_until, "gpu_samples_5m"),
+                      (periods_until, rolled_until, "gpu_samples_1m")]
+    return [(since_ms, rolled_from, None), *rolled, (rolled_until, until_ms, None)]
 
 
-def _rollup_points(session: Session, since_ms: int, until_ms: int, host: str | None,
-                   gpu: str | None, width_ms: int, limit: int | None) -> list[GpuHistoryPoint]:
-    query = _rollup_query(width_ms).join(Gpu, Gpu.id == GpuSampleMinute.gpu_id)
-    query = query.join(Host, Host.id == Gpu.host_id)
-    query = query.where(GpuSampleMinute.bucket_ts >= since_ms, GpuSampleMinute.bucket_ts < until_ms)
-    if host is not None:
-        query = query.where(Host.name == host)
-    if gpu is not None:
-        match = HOST_INDEX_PATTERN.fullmatch(gpu)
-        if match is not None:
-            query = query.where(Host.name == match["host"], Gpu.idx == int(match["idx"]))
-        else:
-            query = query.where(Gpu.uuid == gpu)
-    if limit is not None:
-        query = query.limit(limit)
-    return history_points(session.connection().execute(query).all())
+@lru_cache(maxsize=128)
+def _stretches_query(sources: tuple[Source, ...], width_ms: int, filtered: bool,
+                     limited: bool) -> Select[Any]:
+    """One statement for all the stretches: their buckets (disjoint, in time order) unioned,
+    then named, ordered and limited as one query over the raw samples would be. Kept per
+    shape, its ranges bound at execution as since_ms_N and until_ms_N."""
+    parts = [raw_buckets(width_ms, filtered, f"_{index}") if source is None
+             else _rollup_buckets(source, width_ms, filtered, f"_{index}")
+             for index, source in enumerate(sources)]
+    points = parts[0] if len(parts) == 1 else union_all(*parts)
+    return bucket_points(points.subquery("points"), limited)
 
 
-def _weighted_avg(average: Any, count: Any) -> Any:
-    """Mean of the minutes' means weighted by how many samples had the reading.
-
-    A minute rolled up before its counts existed (count NULL) weighs its sample count when
-    it has a mean; minutes without the reading weigh nothing (NULL when no minute has it).
-    """
-    weight = func.coalesce(count, GpuSampleMinute.samples)
-    total = cast(func.sum(average * weight), Float)
-    return total / func.nullif(func.sum(case((average.is_(None), null()), else_=weight)), 0)
-
-
-@lru_cache(maxsize=32)
-def _rollup_query(width_ms: int) -> Select[*tuple[Any, ...]]:
-    """One point per GPU and bucket of whole minutes (width inlined so GROUP BY text matches);
-    kept per width, as db.history keeps its raw queries (building it costs milliseconds)."""
+def _rollup_buckets(level: str, width_ms: int, filtered: bool, stretch: str) -> Select[Any]:
+    """(gpu_id, ts_ms, samples, avg/max...) per GPU and bucket of whole rollup periods of
+    `level` (width inlined so the GROUP BY text matches)."""
     if width_ms % MINUTE_MS:
         raise ValueError(f"rollup buckets must be whole minutes, not {width_ms} ms")
-    rollup = GpuSampleMinute
+    rollup = LEVELS[level]
     width = literal_column(str(int(width_ms)), BigInteger)
-    bucket_start = ((rollup.bucket_ts // width) * width).label("ts_ms")
+    bucket_start = (rollup.bucket_ts // width) * width
     return (
         select(
-            Host.name.label("host"),
-            Gpu.idx.label("gpu_idx"),
-            Gpu.uuid.label("uuid"),
             rollup.gpu_id.label("gpu_id"),
-            bucket_start,
+            bucket_start.label("ts_ms"),
             func.sum(rollup.samples).label("samples"),
-            _weighted_avg(rollup.util_avg, rollup.util_samples).label("util_avg"),
+            weighted_mean(rollup, "util").label("util_avg"),
             func.max(rollup.util_max).label("util_max"),
-            _weighted_avg(rollup.mem_used_avg, rollup.mem_used_samples).label("mem_used_avg"),
+            weighted_mean(rollup, "mem_used").label("mem_used_avg"),
             func.max(rollup.mem_used_max).label("mem_used_max"),
-            _weighted_avg(rollup.temp_avg, rollup.temp_samples).label("temp_avg"),
+            weighted_mean(rollup, "temp").label("temp_avg"),
             func.max(rollup.temp_max).label("temp_max"),
-            _weighted_avg(rollup.power_avg, rollup.power_samples).label("power_avg"),
+            weighted_mean(rollup, "power").label("power_avg"),
             func.max(rollup.power_max).label("power_max"),
         )
-        .group_by(rollup.gpu_id, bucket_start, Host.name, Gpu.idx, Gpu.uuid)
-        .order_by(bucket_start, Host.name, Gpu.idx)
+        .where(*time_range(rollup.bucket_ts, rollup.gpu_id, filtered, stretch))
+        .group_by(rollup.gpu_id, bucket_start)
     )

@@ -135,11 +135,11 @@ def db_copy(ctx: click.Context, source: str, target: str, force: bool, batch_row
 @click.option("--raw-days", type=click.FloatRange(min=0, min_open=True), default=7.0,
               show_default=True, help="Keep raw samples this many days.")
 @click.option("--rollup-days", type=click.FloatRange(min=0, min_open=True), default=365.0,
-              show_default=True, help="Keep 1-minute GPU rollups this many days.")
+              show_default=True, help="Keep 1- and 5-minute GPU rollups this many days.")
 @json_option
 @click.pass_context
 def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int:
-    """Roll raw GPU samples up into 1-minute buckets and prune old rows, now.
+    """Roll raw GPU samples up into 1-minute and 5-minute buckets and prune old rows, now.
 
     `fleet monitor` does this itself every few minutes; this is for a database whose monitor
     is not running. Safe to repeat: minutes already rolled up are not counted twice, and raw
@@ -161,9 +161,11 @@ def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int
 
     result = run_async(run)
     data = {"rollup_buckets": result.rollup.buckets,
+            "rollup_5m_buckets": result.rollup_5m.buckets,
             "gpu_samples_deleted": result.pruned.gpu_samples,
             "host_samples_deleted": result.pruned.host_samples,
-            "rollups_deleted": result.pruned.gpu_rollups}
+            "rollups_deleted": result.pruned.gpu_rollups,
+            "rollups_5m_deleted": result.pruned.gpu_rollups_5m}
     if options.as_json:
         echo_json(data)
     else:

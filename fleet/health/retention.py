@@ -46,21 +46,28 @@ class RetentionResult:
 
     rollup: RollupResult
     pruned: PruneResult
+    rollup_5m: RollupResult
 
 
 def apply_retention(session: Session, settings: RetentionSettings, now: float) -> RetentionResult:
-    """Roll up complete minutes older than now - rollup_lag_s, then prune; not committed.
+    """Roll up complete minutes older than now - rollup_lag_s and the whole 5-minute periods
+    they complete, then prune; not committed.
 
     Run it in its own session (`with database.session() as s: apply_retention(s, ...)`), off
     the event loop (asyncio.to_thread): a first pass over a long history can take seconds.
     """
-    from db.retention import prune_samples_and_rollups, rollup_gpu_minutes  # settings need no SQL
+    from db.retention import (  # the settings need no SQL
+        prune_samples_and_rollups,
+        rollup_gpu_five_minutes,
+        rollup_gpu_minutes,
+    )
 
     now_ms = int(now * 1000)
     rollup = rollup_gpu_minutes(session, until_ms=now_ms - int(settings.rollup_lag_s * 1000))
+    rollup_5m = rollup_gpu_five_minutes(session)
     raw_before_ms = now_ms - int(settings.raw_days * DAY_S * 1000)
     rollup_before_ms = (None if settings.rollup_days is None
                         else now_ms - int(settings.rollup_days * DAY_S * 1000))
     pruned = prune_samples_and_rollups(session, raw_before_ms=raw_before_ms,
                                        rollup_before_ms=rollup_before_ms)
-    return RetentionResult(rollup, pruned)
+    return RetentionResult(rollup, pruned, rollup_5m)

@@ -28,24 +28,26 @@ MEANS = ("util_avg", "mem_used_avg", "temp_avg", "power_avg")
 
 
 def ensure_rolled_up(url: str) -> float:
-    """Roll the database at `url` up to ROLLED_UNTIL_MS unless it is; the seconds it took."""
+    """Roll the database at `url` up to ROLLED_UNTIL_MS, minutes and then 5-minute periods as
+    the retention pass does, unless it is; the seconds it took."""
     from db.engine import open_database
-    from db.retention import rollup_gpu_minutes, rollup_watermark_ms
+    from db.retention import rollup_gpu_five_minutes, rollup_gpu_minutes, rollup_watermark_ms
 
     database = open_database(url)
     try:
+        started = time.monotonic()
         with database.session() as session:
-            if rollup_watermark_ms(session) is not None:
-                return 0.0
-            started = time.monotonic()
-            rollup_gpu_minutes(session, until_ms=ROLLED_UNTIL_MS)
+            if rollup_watermark_ms(session) is None:
+                rollup_gpu_minutes(session, until_ms=ROLLED_UNTIL_MS)
+            periods = rollup_gpu_five_minutes(session).buckets
         rolled_s = time.monotonic() - started
-        if database.engine.dialect.name == "postgresql":
+        if periods and database.engine.dialect.name == "postgresql":
             # What autovacuum does after a big insert; the raw table was analysed when filled.
             with database.engine.connect() as connection:
                 connection.exec_driver_sql("ANALYZE gpu_samples_1m")
+                connection.exec_driver_sql("ANALYZE gpu_samples_5m")
                 connection.commit()
-        return rolled_s
+        return rolled_s if periods else 0.0
     finally:
         database.close()
 
@@ -101,10 +103,10 @@ def add_rollup_figure(results: Results, backend: str, sizes: list[tuple[int, str
     figure = Figure(
         section="storage", name=f"24 h history from rollups, one GPU, {rows / 1e6:.1f} M "
                                 f"samples, {backend}", unit="ms",
-        compares="db.rollup_history.gpu_history_with_rollups (whole minutes from gpu_samples_1m, "
-                 "the last 10 unrolled minutes from raw) vs db.history.gpu_history over raw "
-                 "samples, one GPU over 24 h in 5 min buckets (288 points, checked equal), "
-                 "in turns in each run",
+        compares="db.rollup_history.gpu_history_with_rollups (whole 5-minute periods from "
+                 "gpu_samples_5m, the last 10 unrolled minutes from raw) vs "
+                 "db.history.gpu_history over raw samples, one GPU over 24 h in 5 min buckets "
+                 "(288 points, checked equal), in turns in each run",
         fleet=Measured("rollups + raw tail", rolled_ms),
         peers=[Measured("raw samples (gpu_history)", raw_ms, note="same runs")],
         extra=[Measured(f"rollups + raw tail, {small / 1e6:.1f} M samples", small_rolled,

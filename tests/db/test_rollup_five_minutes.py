@@ -1,0 +1,208 @@
+"""5-minute rollups: summed from the minutes exactly, read by long buckets, pruned, migrated.
+
+The samples and the comparison are test_rollup_history's: 40 minutes at 5 s of two GPUs with
+NULL readings inside minutes, a minute without temperature and a GPU without utilisation.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from alembic import command
+from sqlalchemy import delete, event, func, select, text
+
+from db.engine import Database, open_database
+from db.history import gpu_history
+from db.migrate import alembic_config
+from db.models import GpuSample, GpuSampleFiveMinutes, GpuSampleMinute
+from db.retention import (
+    FIVE_MINUTES_MS,
+    MINUTE_MS,
+    prune_samples_and_rollups,
+    rollup_gpu_five_minutes,
+    rollup_gpu_minutes,
+)
+from db.rollup_history import gpu_history_with_rollups
+from tests.db.conftest import SeededFleet
+from tests.db.test_rollup_history import BASE_MS, LEGACY_ROLLUP, _assert_same, _store
+
+PERIOD_COLUMNS = ("gpu_id", "bucket_ts", "samples", "util_avg", "util_max", "util_samples",
+                  "mem_used_avg", "mem_used_max", "mem_used_samples", "temp_avg", "temp_max",
+                  "temp_samples", "power_avg", "power_max", "power_samples")
+
+
+def _periods(database: Database) -> list[tuple[object, ...]]:
+    with database.session() as session:
+        return [tuple(row) for row in session.execute(
+            select(*(getattr(GpuSampleFiveMinutes, name) for name in PERIOD_COLUMNS))
+            .order_by(GpuSampleFiveMinutes.bucket_ts, GpuSampleFiveMinutes.gpu_id))]
+
+
+@pytest.fixture(params=["periods behind the minutes", "periods caught up"])
+def layered(request: pytest.FixtureRequest, database: Database, seeded: SeededFleet) -> Database:
+    """Minutes rolled up to 23 minutes in; periods to 10 minutes (rolled when the minutes
+    reached 12.5), or to 20 (rolled again after)."""
+    _store(database, seeded)
+    with database.session() as session:
+        rollup_gpu_minutes(session, until_ms=BASE_MS + 12 * MINUTE_MS + 30_000)
+        assert rollup_gpu_five_minutes(session).end_ms == BASE_MS + 10 * MINUTE_MS
+        rollup_gpu_minutes(session, until_ms=BASE_MS + 23 * MINUTE_MS + 30_000)
+        if request.param == "periods caught up":
+            assert rollup_gpu_five_minutes(session).end_ms == BASE_MS + 20 * MINUTE_MS
+    return database
+
+
+RANGES_MIN = ((0, 40), (0, 10), (2.5, 31.25), (5, 20), (12, 17), (-10, 40), (21, 40))
+
+
+def test_history_over_both_levels_equals_raw(layered: Database) -> None:
+    """Every bucket width, range, GPU filter and limit in one database (its set-up is the
+    cost); a limit counts points across the levels and raw."""
+    compared = 0
+    with layered.session() as session:
+        for bucket_s, (since_min, until_min), gpu, limit in itertools.product(
+                (60, 300, 600, 900, 3600), RANGES_MIN, (None, "alpha:0", "GPU-beta-0"),
+                (None, 1, 3, 7)):
+            query = {"since_ms": BASE_MS + int(since_min * MINUTE_MS),
+                     "until_ms": BASE_MS + int(until_min * MINUTE_MS), "gpu": gpu,
+                     "bucket_s": bucket_s, "limit": limit}
+            raw = gpu_history(session, **query)
+            assert raw, query
+            try:
+                _assert_same(gpu_history_with_rollups(session, **query), raw)
+            except AssertionError as exc:
+                raise AssertionError(f"{query}: {exc}") from exc
+            compared += 1
+    assert compared == 5 * len(RANGES_MIN) * 3 * 4
+
+
+def test_whole_periods_are_read_from_the_five_minute_rollups(
+    database: Database, seeded: SeededFleet
+) -> None:
+    _store(database, seeded)
+    with database.session() as session:
+        rollup_gpu_minutes(session, until_ms=BASE_MS + 23 * MINUTE_MS + 30_000)
+        rollup_gpu_five_minutes(session)
+    until_ms = BASE_MS + 40 * MINUTE_MS
+    with database.session() as session:
+        before = gpu_history(session, since_ms=BASE_MS, until_ms=until_ms, bucket_s=300)
+    levels: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        levels.extend(name for name in ("gpu_samples_5m", "gpu_samples_1m ")
+                      if f"FROM {name}" in statement and "sum(" in statement.lower())
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        with database.session() as session:
+            after = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms,
+                                             bucket_s=300)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+    _assert_same(after, before)
+    assert levels == ["gpu_samples_5m"]  # [0, 20) from periods, [20, 40) from raw
+    # Without the minutes and the raw samples of the first 20 minutes, the same points come
+    # back: they were read from the periods.
+    with database.session() as session:
+        session.execute(delete(GpuSampleMinute).where(
+            GpuSampleMinute.bucket_ts < BASE_MS + 20 * MINUTE_MS))
+        session.execute(delete(GpuSample).where(GpuSample.ts < BASE_MS + 20 * MINUTE_MS))
+    with database.session() as session:
+        pruned = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms,
+                                          bucket_s=300)
+    _assert_same(pruned, before)
+
+
+def test_five_minute_rollup_is_exact_and_idempotent(
+    database: Database, seeded: SeededFleet
+) -> None:
+    _store(database, seeded)
+    with database.session() as session:
+        assert rollup_gpu_five_minutes(session).buckets == 0  # no minutes yet
+        rollup_gpu_minutes(session, until_ms=BASE_MS + 17 * MINUTE_MS)
+        first = rollup_gpu_five_minutes(session)
+    assert (first.buckets, first.start_ms, first.end_ms) == (
+        3 * 2, BASE_MS, BASE_MS + 3 * FIVE_MINUTES_MS)  # minutes 15 and 16 wait for 17-19
+    with database.session() as session:
+        raw = gpu_history(session, since_ms=BASE_MS, until_ms=BASE_MS + 15 * MINUTE_MS,
+                          bucket_s=300)
+    periods = _periods(database)
+    assert [(row[0], row[1], row[2]) for row in periods] == [
+        (point.gpu_id, point.ts_ms, point.samples) for point in raw]
+    for row, point in zip(periods, raw, strict=True):
+        values = dict(zip(PERIOD_COLUMNS, row, strict=True))
+        assert (values["util_max"], values["mem_used_max"], values["temp_max"],
+                values["power_max"]) == (point.util_max, point.mem_used_max, point.temp_max,
+                                         point.power_max)
+        for reading, mean in (("util", point.util_avg), ("mem_used", point.mem_used_avg),
+                              ("temp", point.temp_avg), ("power", point.power_avg)):
+            assert (values[f"{reading}_avg"] is None) == (mean is None)
+            if mean is not None:
+                assert values[f"{reading}_avg"] == pytest.approx(mean, rel=1e-9)
+    beta = [dict(zip(PERIOD_COLUMNS, row, strict=True)) for row in periods
+            if row[0] == seeded.gpu_ids[("beta", 0)]]
+    assert [row["util_samples"] for row in beta] == [0, 0, 0]  # never reports utilisation
+    assert beta[2]["temp_samples"] == 60 - 12  # minute 13 has no temperature
+    with database.session() as session:
+        assert rollup_gpu_five_minutes(session).buckets == 0
+    assert _periods(database) == periods
+
+
+def test_periods_of_legacy_minutes_weigh_their_sample_counts(
+    database: Database, seeded: SeededFleet
+) -> None:
+    """Minutes from before migration 0013 (no counts) read the same through their periods."""
+    _store(database, seeded)
+    with database.session() as session:
+        session.execute(text(LEGACY_ROLLUP))
+        minutes_only = gpu_history_with_rollups(
+            session, since_ms=BASE_MS, until_ms=BASE_MS + 40 * MINUTE_MS, bucket_s=900)
+        assert rollup_gpu_five_minutes(session).buckets == 8 * 2
+        both = gpu_history_with_rollups(
+            session, since_ms=BASE_MS, until_ms=BASE_MS + 40 * MINUTE_MS, bucket_s=900)
+    _assert_same(both, minutes_only)
+
+
+def test_prune_keeps_the_period_holding_the_cutoff(database: Database, seeded: SeededFleet) -> None:
+    _store(database, seeded)
+    with database.session() as session:
+        rollup_gpu_minutes(session, until_ms=BASE_MS + 40 * MINUTE_MS)
+        rollup_gpu_five_minutes(session)
+        pruned = prune_samples_and_rollups(session, raw_before_ms=BASE_MS,
+                                           rollup_before_ms=BASE_MS + 12 * MINUTE_MS)
+    assert (pruned.gpu_rollups, pruned.gpu_rollups_5m) == (12 * 2, 2 * 2)
+    assert {row[1] - BASE_MS for row in _periods(database)} == {
+        minute * MINUTE_MS for minute in range(10, 40, 5)}
+
+
+def test_migration_0014_fills_the_whole_periods_of_the_minutes(
+    db_url: str, database: Database, seeded: SeededFleet
+) -> None:
+    _store(database, seeded)
+    with database.session() as session:
+        rollup_gpu_minutes(session, until_ms=BASE_MS + 23 * MINUTE_MS)
+        rollup_gpu_five_minutes(session)
+    expected = _periods(database)
+    assert len(expected) == 4 * 2
+    database.close()
+    config = alembic_config(db_url)
+    command.downgrade(config, "0013")
+    command.upgrade(config, "head")
+    with open_database(db_url) as upgraded:
+        filled = _periods(upgraded)
+        with upgraded.session() as session:
+            assert session.scalar(select(func.count()).select_from(GpuSampleMinute)) == 23 * 2
+    assert [row[:3] for row in filled] == [row[:3] for row in expected]
+    for got, want in zip(filled, expected, strict=True):
+        assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("gpu", ["nosuch:0", "alpha:7", "GPU-nosuch"])
+def test_a_filter_naming_no_gpu_gives_no_points(layered: Database, gpu: str) -> None:
+    until_ms = BASE_MS + 40 * MINUTE_MS
+    with layered.session() as session:
+        assert gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms, gpu=gpu,
+                                        bucket_s=300) == []
+        assert gpu_history(session, since_ms=BASE_MS, until_ms=until_ms, gpu=gpu,
+                           bucket_s=300) == []
