@@ -11,10 +11,20 @@ cuts. Before the oldest raw sample (pruned) the rollups are all there is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, func, literal_column, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    Select,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
 from db.history import (
@@ -70,10 +80,13 @@ def gpu_history_with_rollups(
     row = session.connection().execute(_watermarks_query(*shape), gpu_parameters).one()
     newest_period, newest_minute, oldest_raw = row[:3]
     gpu_ids: list[int] | None = None
-    if any(shape):  # how many GPUs the filter names, and the first: one GPU needs no query
-        count, first_id = row[3:]
-        gpu_ids = ([] if not count else [int(first_id)] if count == 1
-                   else matching_gpu_ids(session, host=host, gpu=gpu))
+    names: tuple[str, int, str | None] | None = None  # of the one GPU the filter names
+    if any(shape):
+        count, first_id = row[3:5]
+        if count == 1:
+            gpu_ids, names = [int(first_id)], (row[5], int(row[6]), row[7])
+        else:
+            gpu_ids = [] if not count else matching_gpu_ids(session, host=host, gpu=gpu)
     if gpu_ids is not None and not gpu_ids:
         return []
     stretches = [(start, end, source) for start, end, source in _stretches(
@@ -82,29 +95,34 @@ def gpu_history_with_rollups(
     if not stretches:
         return []
     query = _stretches_query(tuple(source for _, _, source in stretches), bucket_s * 1000,
-                             gpu_ids is not None, limit is not None)
+                             gpu_ids is not None, limit is not None, names is None)
     parameters: dict[str, Any] = {"gpu_ids": gpu_ids, "limit": limit}
     for index, (start, end, _) in enumerate(stretches):
         parameters[f"since_ms_{index}"] = start
         parameters[f"until_ms_{index}"] = end
-    return history_points(session.connection().execute(query, parameters).all())
+    rows: Sequence[Sequence[Any]] = session.connection().execute(query, parameters).all()
+    if names is not None:
+        rows = [(*names, *bucket) for bucket in rows]
+    return history_points(rows)
 
 
 @lru_cache(maxsize=8)
 def _watermarks_query(by_host: bool, by_gpu: bool, by_index: bool) -> Select[Any]:
     """The newest period of each rollup level and the oldest raw sample; with a GPU filter,
-    also how many GPUs it names and the lowest id: one round trip before the history's own."""
+    also how many GPUs it names and, for one, its id, host name, index and UUID: one round
+    trip before the history's own, which then needs neither the names nor a join."""
     columns: list[Any] = [
         select(func.max(GpuSampleFiveMinutes.bucket_ts)).scalar_subquery(),
         select(func.max(GpuSampleMinute.bucket_ts)).scalar_subquery(),
         select(func.min(GpuSample.ts)).scalar_subquery()]
-    if by_host or by_gpu:
-        named = (select(func.count(Gpu.id).label("gpus"), func.min(Gpu.id).label("first_id"))
-                 .join(Host, Host.id == Gpu.host_id)
-                 .where(*gpu_filter_terms(by_host, by_gpu, by_index)).subquery("named"))
-        columns += [select(named.c.gpus).scalar_subquery(),
-                    select(named.c.first_id).scalar_subquery()]
-    return select(*columns)
+    if not (by_host or by_gpu):
+        return select(*columns)
+    named = (select(func.count(Gpu.id).label("gpus"), func.min(Gpu.id).label("first_id"),
+                    func.min(Host.name).label("host"), func.min(Gpu.idx).label("idx"),
+                    func.min(Gpu.uuid).label("uuid"))
+             .join(Host, Host.id == Gpu.host_id)
+             .where(*gpu_filter_terms(by_host, by_gpu, by_index)).subquery("named"))
+    return select(*columns, *named.c)
 
 
 def _stretches(since_ms: int, until_ms: int, width_ms: int, newest_period: int | None,
@@ -139,15 +157,19 @@ def _stretches(since_ms: int, until_ms: int, width_ms: int, newest_period: int |
 
 @lru_cache(maxsize=128)
 def _stretches_query(sources: tuple[Source, ...], width_ms: int, filtered: bool,
-                     limited: bool) -> Select[Any]:
+                     limited: bool, named: bool) -> Select[Any]:
     """One statement for all the stretches: their buckets (disjoint, in time order) unioned,
-    then named, ordered and limited as one query over the raw samples would be. Kept per
-    shape, its ranges bound at execution as since_ms_N and until_ms_N."""
+    then (`named`) named, ordered and limited as one query over the raw samples would be, or
+    of one GPU, ordered by time and limited. Kept per shape, its ranges bound at execution
+    as since_ms_N and until_ms_N."""
     parts = [raw_buckets(width_ms, filtered, f"_{index}") if source is None
              else _rollup_buckets(source, width_ms, filtered, f"_{index}")
              for index, source in enumerate(sources)]
-    points = parts[0] if len(parts) == 1 else union_all(*parts)
-    return bucket_points(points.subquery("points"), limited)
+    points = (parts[0] if len(parts) == 1 else union_all(*parts)).subquery("points")
+    if named:
+        return bucket_points(points, limited)
+    query = select(*points.c).order_by(points.c.ts_ms)
+    return query.limit(bindparam("limit", type_=Integer)) if limited else query
 
 
 def _rollup_buckets(level: str, width_ms: int, filtered: bool, stretch: str) -> Select[Any]:
