@@ -36,6 +36,9 @@ from db.models import (
 
 MINUTE_MS = 60_000
 FIVE_MINUTES_MS = 300_000
+# How far back the first 5-minute pass reaches into minutes rolled up before the periods
+# existed (as migration 0014 does): older buckets keep being read from the minutes.
+FIVE_MINUTE_BACKFILL_MS = 7 * 86_400_000
 READINGS = ("util", "mem_used", "temp", "power")
 
 
@@ -143,7 +146,8 @@ def five_minute_watermark_ms(session: Session) -> int | None:
 def rollup_gpu_five_minutes(session: Session) -> RollupResult:
     """Sum the minute rollups of every whole 5-minute period before their watermark that is
     not rolled up yet: counts and weights summed, maxima taken, means weighted (weighted_mean),
-    so any bucket of whole periods reads the same from either level. Not committed.
+    so any bucket of whole periods reads the same from either level. With no period yet, the
+    first pass starts at most FIVE_MINUTE_BACKFILL_MS back. Not committed.
     """
     minutes_end = rollup_watermark_ms(session)
     if minutes_end is None:
@@ -152,7 +156,8 @@ def rollup_gpu_five_minutes(session: Session) -> RollupResult:
     start_ms = five_minute_watermark_ms(session)
     if start_ms is None:
         oldest = int(session.scalar(select(func.min(GpuSampleMinute.bucket_ts))) or 0)
-        start_ms = (oldest // FIVE_MINUTES_MS) * FIVE_MINUTES_MS
+        start_ms = max((oldest // FIVE_MINUTES_MS) * FIVE_MINUTES_MS,
+                       end_ms - FIVE_MINUTE_BACKFILL_MS)
     if start_ms >= end_ms:
         return RollupResult(0, start_ms, start_ms)
     minute = GpuSampleMinute

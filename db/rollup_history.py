@@ -78,19 +78,20 @@ def gpu_history_with_rollups(
         raise ValueError(f"limit must be positive, not {limit}")
     shape, gpu_parameters = gpu_filter(host, gpu)
     row = session.connection().execute(_watermarks_query(*shape), gpu_parameters).one()
-    newest_period, newest_minute, oldest_raw = row[:3]
+    oldest_period, newest_period, newest_minute, oldest_raw = row[:4]
+    periods = None if newest_period is None else (int(oldest_period), int(newest_period))
     gpu_ids: list[int] | None = None
     names: tuple[str, int, str | None] | None = None  # of the one GPU the filter names
     if any(shape):
-        count, first_id = row[3:5]
+        count, first_id = row[4:6]
         if count == 1:
-            gpu_ids, names = [int(first_id)], (row[5], int(row[6]), row[7])
+            gpu_ids, names = [int(first_id)], (row[6], int(row[7]), row[8])
         else:
             gpu_ids = [] if not count else matching_gpu_ids(session, host=host, gpu=gpu)
     if gpu_ids is not None and not gpu_ids:
         return []
     stretches = [(start, end, source) for start, end, source in _stretches(
-        since_ms, until_ms, bucket_s * 1000, newest_period, newest_minute, oldest_raw)
+        since_ms, until_ms, bucket_s * 1000, periods, newest_minute, oldest_raw)
         if start < end]
     if not stretches:
         return []
@@ -108,10 +109,12 @@ def gpu_history_with_rollups(
 
 @lru_cache(maxsize=8)
 def _watermarks_query(by_host: bool, by_gpu: bool, by_index: bool) -> Select[Any]:
-    """The newest period of each rollup level and the oldest raw sample; with a GPU filter,
+    """The oldest and newest 5-minute period, the newest minute and the oldest raw sample;
+    with a GPU filter,
     also how many GPUs it names and, for one, its id, host name, index and UUID: one round
     trip before the history's own, which then needs neither the names nor a join."""
     columns: list[Any] = [
+        select(func.min(GpuSampleFiveMinutes.bucket_ts)).scalar_subquery(),
         select(func.max(GpuSampleFiveMinutes.bucket_ts)).scalar_subquery(),
         select(func.max(GpuSampleMinute.bucket_ts)).scalar_subquery(),
         select(func.min(GpuSample.ts)).scalar_subquery()]
@@ -125,14 +128,16 @@ def _watermarks_query(by_host: bool, by_gpu: bool, by_index: bool) -> Select[Any
     return select(*columns, *named.c)
 
 
-def _stretches(since_ms: int, until_ms: int, width_ms: int, newest_period: int | None,
+def _stretches(since_ms: int, until_ms: int, width_ms: int, periods: tuple[int, int] | None,
                newest_minute: int | None, oldest_raw: int | None,
                ) -> list[tuple[int, int, Source]]:
     """[start, end) stretches of whole buckets and where each is read, in time order.
 
-    Minutes serve the buckets all of whose minutes are rolled up; 5-minute periods, when the
-    width is a multiple of 5 minutes, the whole buckets among those that their own watermark
-    passed; raw samples the rest, and everything when nothing is rolled up.
+    Minutes serve the buckets all of whose minutes are rolled up; 5-minute periods (`periods`:
+    the oldest and newest period start), when the width is a multiple of 5 minutes, the whole
+    buckets among those that lie between the oldest period and the periods' watermark (they
+    are rolled up in order and pruned from the old end, so there they are all there); raw
+    samples the rest, and everything when nothing is rolled up.
     """
     if newest_minute is None:
         return [(since_ms, until_ms, None)]
@@ -144,8 +149,9 @@ def _stretches(since_ms: int, until_ms: int, width_ms: int, newest_period: int |
     if rolled_until <= rolled_from:
         return [(since_ms, until_ms, None)]
     rolled: list[tuple[int, int, Source]] = [(rolled_from, rolled_until, "gpu_samples_1m")]
-    if newest_period is not None and width_ms % FIVE_MINUTES_MS == 0:
-        periods_from = -(-rolled_from // width_ms) * width_ms
+    if periods is not None and width_ms % FIVE_MINUTES_MS == 0:
+        oldest_period, newest_period = periods
+        periods_from = max(-(-rolled_from // width_ms), -(-oldest_period // width_ms)) * width_ms
         periods_until = min(rolled_until,
                             ((newest_period + FIVE_MINUTES_MS) // width_ms) * width_ms)
         if periods_from < periods_until:

@@ -17,6 +17,7 @@ from db.history import gpu_history
 from db.migrate import alembic_config
 from db.models import GpuSample, GpuSampleFiveMinutes, GpuSampleMinute
 from db.retention import (
+    FIVE_MINUTE_BACKFILL_MS,
     FIVE_MINUTES_MS,
     MINUTE_MS,
     prune_samples_and_rollups,
@@ -39,17 +40,22 @@ def _periods(database: Database) -> list[tuple[object, ...]]:
             .order_by(GpuSampleFiveMinutes.bucket_ts, GpuSampleFiveMinutes.gpu_id))]
 
 
-@pytest.fixture(params=["periods behind the minutes", "periods caught up"])
+@pytest.fixture(params=["periods behind the minutes", "periods caught up",
+                        "periods start late"])
 def layered(request: pytest.FixtureRequest, database: Database, seeded: SeededFleet) -> Database:
     """Minutes rolled up to 23 minutes in; periods to 10 minutes (rolled when the minutes
-    reached 12.5), or to 20 (rolled again after)."""
+    reached 12.5), or to 20 (rolled again after), or from 10 to 20 only (as after migration
+    0014 on minutes older than its backfill)."""
     _store(database, seeded)
     with database.session() as session:
         rollup_gpu_minutes(session, until_ms=BASE_MS + 12 * MINUTE_MS + 30_000)
         assert rollup_gpu_five_minutes(session).end_ms == BASE_MS + 10 * MINUTE_MS
         rollup_gpu_minutes(session, until_ms=BASE_MS + 23 * MINUTE_MS + 30_000)
-        if request.param == "periods caught up":
+        if request.param != "periods behind the minutes":
             assert rollup_gpu_five_minutes(session).end_ms == BASE_MS + 20 * MINUTE_MS
+        if request.param == "periods start late":
+            session.execute(delete(GpuSampleFiveMinutes).where(
+                GpuSampleFiveMinutes.bucket_ts < BASE_MS + 10 * MINUTE_MS))
     return database
 
 
@@ -149,6 +155,30 @@ def test_five_minute_rollup_is_exact_and_idempotent(
     assert _periods(database) == periods
 
 
+def test_the_first_period_pass_reaches_back_a_week(database: Database, seeded: SeededFleet) -> None:
+    """Minutes from before the periods existed: older than FIVE_MINUTE_BACKFILL_MS, they stay
+    minutes (the history reads them there); the migration fills the same week."""
+    gpu = seeded.gpu_ids[("alpha", 0)]
+    newest = BASE_MS + 8 * 86_400_000
+    minutes = [BASE_MS + offset for offset in range(0, 10 * MINUTE_MS, MINUTE_MS)]
+    minutes += [newest - offset for offset in range(0, 10 * MINUTE_MS, MINUTE_MS)]
+    with database.session() as session:
+        session.add_all(GpuSampleMinute(gpu_id=gpu, bucket_ts=ts, samples=12, util_avg=50.0,
+                                        util_max=60.0, util_samples=12) for ts in minutes)
+        session.flush()
+        result = rollup_gpu_five_minutes(session)
+    end_ms = (newest + MINUTE_MS) // FIVE_MINUTES_MS * FIVE_MINUTES_MS
+    assert (result.start_ms, result.end_ms) == (end_ms - FIVE_MINUTE_BACKFILL_MS, end_ms)
+    assert [row[1] for row in _periods(database)] == [end_ms - 2 * FIVE_MINUTES_MS,
+                                                      end_ms - FIVE_MINUTES_MS]
+    with database.session() as session:
+        old = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=end_ms, gpu="alpha:0",
+                                       bucket_s=300)
+    assert [(point.ts_ms, point.samples) for point in old] == [
+        (BASE_MS, 60), (BASE_MS + FIVE_MINUTES_MS, 60),  # from the minutes
+        (end_ms - 2 * FIVE_MINUTES_MS, 12 * 4), (end_ms - FIVE_MINUTES_MS, 60)]
+
+
 def test_periods_of_legacy_minutes_weigh_their_sample_counts(
     database: Database, seeded: SeededFleet
 ) -> None:
@@ -180,11 +210,15 @@ def test_migration_0014_fills_the_whole_periods_of_the_minutes(
     db_url: str, database: Database, seeded: SeededFleet
 ) -> None:
     _store(database, seeded)
+    week_before = BASE_MS - FIVE_MINUTE_BACKFILL_MS - FIVE_MINUTES_MS
     with database.session() as session:
         rollup_gpu_minutes(session, until_ms=BASE_MS + 23 * MINUTE_MS)
+        session.add(GpuSampleMinute(gpu_id=seeded.gpu_ids[("alpha", 0)], bucket_ts=week_before,
+                                    samples=12, util_avg=1.0, util_max=1.0, util_samples=12))
+        session.flush()
         rollup_gpu_five_minutes(session)
     expected = _periods(database)
-    assert len(expected) == 4 * 2
+    assert len(expected) == 4 * 2  # not the minute from before the week
     database.close()
     config = alembic_config(db_url)
     command.downgrade(config, "0013")
@@ -192,7 +226,7 @@ def test_migration_0014_fills_the_whole_periods_of_the_minutes(
     with open_database(db_url) as upgraded:
         filled = _periods(upgraded)
         with upgraded.session() as session:
-            assert session.scalar(select(func.count()).select_from(GpuSampleMinute)) == 23 * 2
+            assert session.scalar(select(func.count()).select_from(GpuSampleMinute)) == 23 * 2 + 1
     assert [row[:3] for row in filled] == [row[:3] for row in expected]
     for got, want in zip(filled, expected, strict=True):
         assert got == pytest.approx(want, rel=1e-12)
