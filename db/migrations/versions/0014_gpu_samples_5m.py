@@ -50,15 +50,16 @@ def _period_columns() -> str:
     return ", ".join(parts)
 
 
+# The minutes' watermark floored to a period: where the backfill ends (it starts a week before).
+END_MS = "SELECT (MAX(bucket_ts) + 60000) / 300000 * 300000 FROM gpu_samples_1m"
 BACKFILL = f"""
 INSERT INTO gpu_samples_5m (gpu_id, bucket_ts, samples, {", ".join(
     f"{r}_avg, {r}_max, {r}_samples" for r in READINGS)})
 SELECT {_period_columns()}
 FROM gpu_samples_1m
-WHERE bucket_ts >= :start_ms AND bucket_ts < :end_ms
+WHERE bucket_ts >= ({END_MS}) - {7 * 86_400_000} AND bucket_ts < ({END_MS})
 GROUP BY gpu_id, bucket_ts / 300000 * 300000
 """
-BACKFILL_MS = 7 * 86_400_000
 
 
 def upgrade() -> None:
@@ -77,10 +78,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("gpu_id", "bucket_ts", name=op.f("pk_gpu_samples_5m")),
     )
     op.create_index("ix_gpu_samples_5m_bucket_ts", "gpu_samples_5m", ["bucket_ts"])
-    newest = op.get_bind().execute(sa.text("SELECT MAX(bucket_ts) FROM gpu_samples_1m")).scalar()
-    if newest is not None:
-        end_ms = (int(newest) + 60_000) // 300_000 * 300_000
-        op.execute(sa.text(BACKFILL).bindparams(start_ms=end_ms - BACKFILL_MS, end_ms=end_ms))
+    op.execute(BACKFILL)  # plain SQL, so that `alembic upgrade --sql` writes it out too
 
 
 def downgrade() -> None:
