@@ -44,7 +44,7 @@ READINGS = ("util", "mem_used", "temp", "power")
 
 @dataclass(frozen=True, slots=True)
 class RollupResult:
-    """What one rollup pass did: buckets written and the minute range [start_ms, end_ms)."""
+    """What one rollup pass did: buckets written and the range [start_ms, end_ms) it covered."""
 
     buckets: int
     start_ms: int | None
@@ -182,7 +182,7 @@ def prune_samples_and_rollups(session: Session, *, raw_before_ms: int,
                               rollup_before_ms: int | None) -> PruneResult:
     """Delete raw samples with ts < raw_before_ms, but never GPU samples not yet rolled up,
     and rollup buckets older than rollup_before_ms (None keeps them all): minutes before it,
-    and 5-minute periods that end before the period holding it. Not committed.
+    and 5-minute periods that start before it. Not committed.
     """
     watermark = rollup_watermark_ms(session)
     gpu_cutoff = raw_before_ms if watermark is None else min(raw_before_ms, watermark)
@@ -199,7 +199,9 @@ def prune_samples_and_rollups(session: Session, *, raw_before_ms: int,
             delete(GpuSampleMinute).where(GpuSampleMinute.bucket_ts < rollup_before_ms)
         )
         rollups_deleted = int(rollup_result.rowcount or 0)  # type: ignore[attr-defined]
-        periods_before_ms = (rollup_before_ms // FIVE_MINUTES_MS) * FIVE_MINUTES_MS
+        # A period whose first minutes go goes with them: the minutes left answer its bucket,
+        # the same for every bucket width.
+        periods_before_ms = -(-rollup_before_ms // FIVE_MINUTES_MS) * FIVE_MINUTES_MS
         period_result = session.execute(delete(GpuSampleFiveMinutes).where(
             GpuSampleFiveMinutes.bucket_ts < periods_before_ms))
         periods_deleted = int(period_result.rowcount or 0)  # type: ignore[attr-defined]

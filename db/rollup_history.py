@@ -6,7 +6,9 @@ maxima taken, and each mean is the mean of the rows' means weighted by how many 
 that reading, so the points equal gpu_history's over the raw samples (exactly for counts and
 maxima; means up to floating-point rounding, tested within 1e-9). Raw samples answer the
 bucket holding the minutes' watermark and those after it, and a first bucket that `since_ms`
-cuts. Before the oldest raw sample (pruned) the rollups are all there is.
+cuts. Before the oldest raw sample (pruned) the rollups are all there is, and they answer a
+bucket cut by the range's end too when no raw sample is left there. Not handled: raw samples
+pruned into the watermark's bucket with newer ones after it (that bucket is read from raw).
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def _stretches(since_ms: int, until_ms: int, width_ms: int, periods: tuple[int, 
     the oldest and newest period start), when the width is a multiple of 5 minutes, the whole
     buckets among those that lie between the oldest period and the periods' watermark (they
     are rolled up in order and pruned from the old end, so there they are all there); raw
-    samples the rest, and everything when nothing is rolled up.
+    samples the rest, and everything when nothing is rolled up. Where raw samples are pruned
+    at an end of the range, the minutes answer its cut bucket there.
     """
     if newest_minute is None:
         return [(since_ms, until_ms, None)]
@@ -145,7 +148,11 @@ def _stretches(since_ms: int, until_ms: int, width_ms: int, periods: tuple[int, 
         rolled_from = since_ms  # raw samples are pruned there: rollups are all there is
     else:
         rolled_from = -(-since_ms // width_ms) * width_ms  # the first bucket wholly in range
-    rolled_until = (min(until_ms, newest_minute + MINUTE_MS) // width_ms) * width_ms
+    minutes_end = min(until_ms, newest_minute + MINUTE_MS)
+    if oldest_raw is None or until_ms <= oldest_raw:
+        rolled_until = minutes_end  # nor are there raw samples after: rollups to the end
+    else:
+        rolled_until = (minutes_end // width_ms) * width_ms  # the last bucket wholly rolled
     if rolled_until <= rolled_from:
         return [(since_ms, until_ms, None)]
     rolled: list[tuple[int, int, Source]] = [(rolled_from, rolled_until, "gpu_samples_1m")]

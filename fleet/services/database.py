@@ -94,7 +94,7 @@ class DatabaseService:
         self.context = context
 
     async def apply_retention(self, *, raw_days: float, rollup_days: float) -> RetentionResult:
-        """Roll raw GPU samples up into 1-minute buckets and prune rows older than kept."""
+        """Roll raw GPU samples up into 1- and 5-minute buckets and prune rows older than kept."""
         from fleet.health.retention import RetentionSettings, apply_retention
 
         try:

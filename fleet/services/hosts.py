@@ -86,8 +86,8 @@ class HostService:
     ) -> list[GpuHistoryPoint]:
         """GPU samples between two epoch times, raw or aggregated per `bucket_s` seconds.
 
-        Bucketed ranges older than the raw-sample retention are answered from the 1-minute
-        rollups, so long histories stay available after raw samples are pruned. An unknown
+        Bucketed ranges older than the raw-sample retention are answered from the 1- and
+        5-minute rollups, so long histories stay available after raw samples are pruned. An unknown
         `host` or `gpu` ("HOST:IDX" or UUID) is a ConfigError naming what is known.
         """
         from db.rollup_history import gpu_history_with_rollups

@@ -63,12 +63,12 @@ RANGES_MIN = ((0, 40), (0, 10), (2.5, 31.25), (5, 20), (12, 17), (-10, 40), (21,
 
 
 def test_history_over_both_levels_equals_raw(layered: Database) -> None:
-    """Every bucket width, range, GPU filter and limit in one database (its set-up is the
-    cost); a limit counts points across the levels and raw."""
+    """Every bucket width (2 minutes: minutes only), range, GPU filter and limit in one
+    database (its set-up is the cost); a limit counts points across the levels and raw."""
     compared = 0
     with layered.session() as session:
         for bucket_s, (since_min, until_min), gpu, limit in itertools.product(
-                (60, 300, 600, 900, 3600), RANGES_MIN, (None, "alpha:0", "GPU-beta-0"),
+                (60, 120, 300, 600, 900, 3600), RANGES_MIN, (None, "alpha:0", "GPU-beta-0"),
                 (None, 2)):
             query = {"since_ms": BASE_MS + int(since_min * MINUTE_MS),
                      "until_ms": BASE_MS + int(until_min * MINUTE_MS), "gpu": gpu,
@@ -80,7 +80,7 @@ def test_history_over_both_levels_equals_raw(layered: Database) -> None:
             except AssertionError as exc:
                 raise AssertionError(f"{query}: {exc}") from exc
             compared += 1
-    assert compared == 5 * len(RANGES_MIN) * 3 * 2
+    assert compared == 6 * len(RANGES_MIN) * 3 * 2
 
 
 def test_whole_periods_are_read_from_the_five_minute_rollups(
@@ -194,16 +194,27 @@ def test_periods_of_legacy_minutes_weigh_their_sample_counts(
     _assert_same(both, minutes_only)
 
 
-def test_prune_keeps_the_period_holding_the_cutoff(database: Database, seeded: SeededFleet) -> None:
+def test_prune_takes_the_period_holding_the_cutoff(database: Database, seeded: SeededFleet) -> None:
+    """The minutes left of a period whose first minutes are pruned answer its bucket, so the
+    history over the same range counts the same samples at every width."""
     _store(database, seeded)
     with database.session() as session:
         rollup_gpu_minutes(session, until_ms=BASE_MS + 40 * MINUTE_MS)
         rollup_gpu_five_minutes(session)
+        session.execute(delete(GpuSample))  # raw pruned too: the rollups are all there is
         pruned = prune_samples_and_rollups(session, raw_before_ms=BASE_MS,
                                            rollup_before_ms=BASE_MS + 12 * MINUTE_MS)
-    assert (pruned.gpu_rollups, pruned.gpu_rollups_5m) == (12 * 2, 2 * 2)
+    assert (pruned.gpu_rollups, pruned.gpu_rollups_5m) == (12 * 2, 3 * 2)
     assert {row[1] - BASE_MS for row in _periods(database)} == {
-        minute * MINUTE_MS for minute in range(10, 40, 5)}
+        minute * MINUTE_MS for minute in range(15, 40, 5)}
+    totals = set()
+    with database.session() as session:
+        for bucket_s in (60, 300, 900, 1200):
+            points = gpu_history_with_rollups(session, since_ms=BASE_MS,
+                                              until_ms=BASE_MS + 40 * MINUTE_MS, gpu="alpha:0",
+                                              bucket_s=bucket_s)
+            totals.add(sum(point.samples for point in points))
+    assert totals == {(40 - 12) * 12}
 
 
 def test_migration_0014_fills_the_whole_periods_of_the_minutes(
