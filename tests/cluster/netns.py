@@ -133,7 +133,12 @@ def namespace_inode(namespace: str) -> int | None:
 
 def namespace_pids(namespaces: Iterable[str]) -> list[int]:
     """PIDs of every process inside these namespaces (one /proc scan, like `ip netns pids`)."""
-    inodes = {inode for ns in namespaces if (inode := namespace_inode(ns)) is not None}
+    return pids_in({inode for ns in namespaces if (inode := namespace_inode(ns)) is not None})
+
+
+def pids_in(inodes: set[int]) -> list[int]:
+    """PIDs of every process in the network namespaces with these inodes: found by inode, so
+    also after `ip netns del` removed their names while a process still holds one."""
     if not inodes:
         return []
     pids = []
@@ -179,9 +184,13 @@ def destroy_network(
     bridge: str | None, namespaces: Sequence[str], veths: Sequence[str], *, timeout_s: float = 15.0
 ) -> None:
     """Kills what runs inside the namespaces, deletes them and the bridge, waits for veths to go."""
-    kill_pids(namespace_pids(namespaces))
+    inodes = {inode for ns in namespaces if (inode := namespace_inode(ns)) is not None}
+    kill_pids(pids_in(inodes))
     batch = [f"netns del {ns}" for ns in existing_namespaces(namespaces)]
-    batch += [f"link del {name}" for name in existing_links([bridge] if bridge else [])]
+    # Deleting a veth's host end removes the pair at once, instead of when the kernel gets
+    # round to freeing the namespace that holds the other end (seconds on a loaded machine).
+    links = [*veths, *([bridge] if bridge else [])]
+    batch += [f"link del {name}" for name in existing_links(links)]
     if batch:
         # -force: keep going past an entry that vanished meanwhile; leftovers are checked below.
         subprocess.run(
@@ -195,16 +204,18 @@ def destroy_network(
     # A namespace's veth goes away asynchronously, once the last process in it has exited.
     deadline = time.monotonic() + timeout_s
     while True:
-        leftover = existing_links([*veths, *([bridge] if bridge else [])]) + existing_namespaces(
-            namespaces
-        )
+        leftover = existing_links(links) + existing_namespaces(namespaces)
         if not leftover:
             return
+        # A process forked after the first scan keeps its namespace, and the veth in it, alive
+        # after the name is gone: found by the inode recorded before the delete.
+        stragglers = pids_in(inodes)
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"test-cluster teardown: still present after {timeout_s} s: {leftover}"
+                f" (processes still inside: {stragglers})"
             )
-        kill_pids(namespace_pids(namespaces))
+        kill_pids(stragglers)
         time.sleep(0.02)
 
 
