@@ -134,6 +134,11 @@ def bucket_points(points: Subquery, limited: bool) -> Select[Any]:
         .join(Host, Host.id == Gpu.host_id)
         .order_by(points.c.ts_ms, Host.name, Gpu.idx)
     )
+    return limited_by(query, limited)
+
+
+def limited_by(query: Select[Any], limited: bool) -> Select[Any]:
+    """`query` with the LIMIT bound at execution as `limit`, when there is one."""
     return query.limit(bindparam("limit", type_=Integer)) if limited else query
 
 
@@ -168,7 +173,7 @@ def _raw(filtered: bool, limited: bool) -> Select[Any]:
     ).join(Gpu, Gpu.id == GpuSample.gpu_id).join(Host, Host.id == Gpu.host_id).where(
         *time_range(GpuSample.ts, GpuSample.gpu_id, filtered)
     ).order_by(GpuSample.ts, Host.name, Gpu.idx)
-    return query.limit(bindparam("limit", type_=Integer)) if limited else query
+    return limited_by(query, limited)
 
 
 @lru_cache(maxsize=64)

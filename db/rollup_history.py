@@ -19,9 +19,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Integer,
     Select,
-    bindparam,
     func,
     literal_column,
     select,
@@ -35,6 +33,7 @@ from db.history import (
     gpu_filter_terms,
     gpu_history,
     history_points,
+    limited_by,
     matching_gpu_ids,
     raw_buckets,
     time_range,
@@ -181,8 +180,7 @@ def _stretches_query(sources: tuple[Source, ...], width_ms: int, filtered: bool,
     points = (parts[0] if len(parts) == 1 else union_all(*parts)).subquery("points")
     if named:
         return bucket_points(points, limited)
-    query = select(*points.c).order_by(points.c.ts_ms)
-    return query.limit(bindparam("limit", type_=Integer)) if limited else query
+    return limited_by(select(*points.c).order_by(points.c.ts_ms), limited)
 
 
 def _rollup_buckets(level: str, width_ms: int, filtered: bool, stretch: str) -> Select[Any]:
