@@ -234,11 +234,11 @@ class SampleWriter:
 
         learned = _Facts()
         with self.database.session() as session:
-            applied, stored = self._write_outcomes(session, batch.outcomes)
+            states = self._touch_hosts(session, {host for host, _ in batch.reports})
+            applied, stored = self._write_outcomes(session, batch.outcomes, states)
             host_samples, gpu_samples = self._samples(session, batch.reports, learned)
             applied += self._write_health(session, batch.health)
             self._write_events(session, batch.events, learned)
-            self._touch_hosts(session, {host for host, _ in batch.reports})
             self.drains = read_drains(session)  # before record_sample_rows' commit: one commit
             record_sample_rows(session, host_samples, gpu_samples)
         # Committed: only now may later flushes rely on what this one wrote (a rolled-back
@@ -255,18 +255,21 @@ class SampleWriter:
         return len(gpu_samples)
 
     def _write_outcomes(
-        self, session: Session, outcomes: list[HostOutcomeIn]
+        self, session: Session, outcomes: list[HostOutcomeIn], states: dict[int, str]
     ) -> tuple[list[dict[str, object]], dict[str, HostState]]:
-        """Each outcome through the host rule, in order; returns hook payloads and final states."""
+        """Each outcome through the host rule, in order; returns hook payloads and final states.
+
+        `states` holds the stored state of the hosts already read (those just touched); the
+        others' are read here in one SELECT. A good outcome of a host stored "up" changes
+        nothing (host_transition: no write, no event), so only the others go through the rule.
+        """
         from fleet.health.apply import record_host_outcome
 
-        ids = sorted({self._host_ids[o.host] for o in outcomes if o.host in self._host_ids})
-        # One SELECT of the stored states: a good outcome of a host stored "up" changes
-        # nothing (host_transition: no write, no event), so only the others go through the rule.
-        states: dict[int, str] = {
-            host_id: state
-            for host_id, state in session.execute(flush_statements().host_states, {"ids": ids})
-        }
+        unread = sorted({self._host_ids[o.host] for o in outcomes
+                         if o.host in self._host_ids} - states.keys())
+        if unread:
+            states.update(session.execute(flush_statements().host_states,
+                                          {"ids": unread}).all())
         events: list[dict[str, object]] = []
         stored: dict[str, HostState] = {}
         for outcome in outcomes:
@@ -341,8 +344,14 @@ class SampleWriter:
                 message=event.message, host_id=host_id, gpu_id=gpu_id, data=event.data,
             )
 
-    def _touch_hosts(self, session: Session, hosts: set[str]) -> None:
-        """last_seen / last_probe_at of every host that reported, in one UPDATE."""
+    def _touch_hosts(self, session: Session, hosts: set[str]) -> dict[int, str]:
+        """last_seen / last_probe_at of every host that reported, in one UPDATE; returns their
+        stored states by id (read by that UPDATE where the dialect can, else one SELECT)."""
         ids = sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
-        if ids:
-            session.execute(flush_statements().touch_hosts, {"ids": ids, "now": now_s()})
+        if not ids:
+            return {}
+        statements, params = flush_statements(), {"ids": ids, "now": now_s()}
+        if session.get_bind().dialect.update_returning:
+            return dict(session.execute(statements.touch_hosts_returning, params).all())
+        session.execute(statements.touch_hosts, params)
+        return dict(session.execute(statements.host_states, {"ids": ids}).all())

@@ -4,8 +4,10 @@ naive poller running a fresh `ssh HOST nvidia-smi` per host per interval."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -70,12 +72,10 @@ def _fleet_monitor(host_set: HostSet, warmup_s: float, measure_s: float) -> dict
             time.sleep(0.2)
         time.sleep(warmup_s)
         cpu_before = cpu_seconds_of(process.pid)
-        written_before = sum(s["samples_written"] for s in summaries.snapshot())
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         time.sleep(measure_s)
         cpu_used = cpu_seconds_of(process.pid) - cpu_before
-        window = time.monotonic() - started
-        written = sum(s["samples_written"] for s in summaries.snapshot()) - written_before
+        window, ended_at = time.monotonic() - started, time.time()
         rss = rss_bytes_of(process.pid)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -88,11 +88,24 @@ def _fleet_monitor(host_set: HostSet, warmup_s: float, measure_s: float) -> dict
     if process.returncode != 0:
         raise RuntimeError(f"fleet monitor exited {process.returncode}: "
                            f"{stderr.decode(errors='replace')[-1500:]}")
-    host_samples = written / GPUS_PER_HOST
+    host_samples, written = _samples_taken(host_set.db_path, started_at, ended_at)
     if host_samples < host_set.count * window * 0.5:
         raise RuntimeError(f"fleet monitor wrote only {written} GPU samples in {window:.1f} s")
     return {"cpu_s": cpu_used, "window_s": window, "host_samples": host_samples,
             "rss_bytes": rss, "gpu_samples": written}
+
+
+def _samples_taken(db_path: Path, start_s: float, end_s: float) -> tuple[int, int]:
+    """Host and GPU samples stored with a reading time in [start_s, end_s): the readings taken
+    in the CPU window, as the floor counts the lines it read in its window (a count from the
+    per-interval summaries is off by up to a flush at either end)."""
+    window = (int(start_s * 1000), int(end_s * 1000))
+    with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as database:
+        hosts, = database.execute(
+            "SELECT count(*) FROM host_samples WHERE ts >= ? AND ts < ?", window).fetchone()
+        gpus, = database.execute(
+            "SELECT count(*) FROM gpu_samples WHERE ts >= ? AND ts < ?", window).fetchone()
+    return int(hosts), int(gpus)
 
 
 def _naive(host_set: HostSet, warmup_s: float, measure_s: float) -> dict[str, float]:
