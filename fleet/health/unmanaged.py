@@ -52,11 +52,13 @@ class UnmanagedWatch:
     def __init__(self) -> None:
         self._reported: dict[tuple[str, int], tuple[int | None, frozenset[int]]] = {}
         self._current: dict[tuple[str, int], tuple[ProcessInfo, ...]] = {}
+        self.version = 0  # counts the checks that changed what `current` answers
 
     def check(self, snapshot: FleetSnapshot, task_sessions: dict[int, int]) -> list[UnmanagedUse]:
         """The GPUs with unmanaged processes not reported yet (only those new pids each)."""
         found: list[UnmanagedUse] = []
         seen: set[tuple[str, int]] = set()
+        before = self.in_use()
         for host in snapshot.hosts:
             for gpu in host.gpus:
                 key = (host.spec.name, gpu.index)
@@ -74,7 +76,13 @@ class UnmanagedWatch:
         for gone in set(self._reported) - seen:
             del self._reported[gone]
             self._current.pop(gone, None)
+        if self.in_use() != before:
+            self.version += 1
         return found
+
+    def in_use(self) -> dict[tuple[str, int], tuple[ProcessInfo, ...]]:
+        """Each GPU (host, index) with processes fleet did not start, and those processes."""
+        return {key: processes for key, processes in self._current.items() if processes}
 
     def current(self, key: tuple[str, int]) -> tuple[ProcessInfo, ...]:
         """The processes fleet did not start on GPU `key` (host, index), as last judged."""

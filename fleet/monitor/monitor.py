@@ -19,6 +19,7 @@ from fleet.health.webhook_feed import WebhookFeed
 from fleet.model import HostOutcome, HostSpec, ProbeReport
 from fleet.monitor.flush_queries import Drains
 from fleet.monitor.local import LocalStream
+from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.summary import MonitorSummary, SummaryCallback
@@ -63,6 +64,7 @@ class Monitor:
         self._applied_drains = Drains()  # what _apply_drains last put on the snapshots
         self.settings = settings
         self.unmanaged = UnmanagedWatch()  # processes fleet did not start (housekeeping)
+        self._overlay = GpuOverlay(self.unmanaged)
         self.options = settings.ssh.apply(ssh_options)
         self.pool = ConnectionPool(self.options, settings.monitor.max_handshakes)
         self.writer = SampleWriter(database, settings.monitor.flush_rows,
@@ -197,17 +199,12 @@ class Monitor:
         self.writer.add_host_outcome(HostOutcomeIn(name, "up", None, 0, now))
         drains = self.writer.drains
         states = self.health.gpu_states(name)
-        gpus = tuple(
-            GpuSnapshot(
-                host=name,
-                index=gpu.index,
-                reading=gpu,
-                state=states.get(gpu.index, "ok"),
-                drained=(name, gpu.index) in drains.gpus,
-                drain_reason=drains.gpus.get((name, gpu.index)),
-                allocation=self._allocations.get((name, gpu.index)),
-                unmanaged=self.unmanaged.current((name, gpu.index)),
-            )
+        extras = self._overlay.of_host(drains, self._allocations, name)
+        gpus = tuple(  # positional: GpuSnapshot(host, index, reading, state, *extras)
+            GpuSnapshot(name, gpu.index, gpu, states.get(gpu.index, "ok")) for gpu in report.gpus
+        ) if extras is None else tuple(
+            GpuSnapshot(name, gpu.index, gpu, states.get(gpu.index, "ok"),
+                        *extras.get(gpu.index, NO_EXTRAS))
             for gpu in report.gpus
         )
         self._update(
@@ -320,21 +317,12 @@ class Monitor:
         snapshot (on_report builds a new reading's snapshots with them already)."""
         drains = self._applied_drains = self.writer.drains
         for name, host in list(self._hosts.items()):
-            gpus = tuple(
-                replace(
-                    gpu,
-                    drained=(name, gpu.index) in drains.gpus,
-                    drain_reason=drains.gpus.get((name, gpu.index)),
-                    allocation=self._allocations.get((name, gpu.index)),
-                    unmanaged=self.unmanaged.current((name, gpu.index)),
-                )
-                for gpu in host.gpus
-            )
-            updated = replace(
-                host, drained=name in drains.hosts, drain_reason=drains.hosts.get(name), gpus=gpus
-            )
-            if updated != host:
-                self._update(updated)
+            extras = self._overlay.of_host(drains, self._allocations, name) or {}
+            gpus = tuple(with_extras(gpu, extras.get(gpu.index, NO_EXTRAS)) for gpu in host.gpus)
+            drained, drain_reason = name in drains.hosts, drains.hosts.get(name)
+            if (drained, drain_reason) != (host.drained, host.drain_reason) or any(
+                    new is not old for new, old in zip(gpus, host.gpus, strict=True)):
+                self._update(replace(host, drained=drained, drain_reason=drain_reason, gpus=gpus))
 
     async def _interval_loop(self) -> None:
         interval = self.settings.monitor.interval
