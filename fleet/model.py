@@ -51,7 +51,7 @@ class HostSpec:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessInfo:
     """A compute process on a GPU."""
 
@@ -63,7 +63,7 @@ class ProcessInfo:
     session: int | None = None  # its session id: a fleet task's is its wrapper's pid
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuReport:
     """Everything the probe read about one GPU; every field may be None when unsupported.
 
@@ -94,7 +94,7 @@ class GpuReport:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostReport:
     """Host-level facts and load read by the probe."""
 
@@ -119,7 +119,7 @@ class HostReport:
     python_version: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProbeReport:
     """One line of probe output: a timestamped reading of one host and its GPUs.
 
