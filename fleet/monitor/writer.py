@@ -233,12 +233,17 @@ class SampleWriter:
         from db.samples import record_sample_rows
 
         learned = _Facts()
+        reported, now = {host for host, _ in batch.reports}, now_s()
         with self.database.session() as session:
-            states = self._touch_hosts(session, {host for host, _ in batch.reports})
-            applied, stored = self._write_outcomes(session, batch.outcomes, states)
+            states = self._touch_hosts(session, reported, now)
+            applied, stored, ruled = self._write_outcomes(session, batch.outcomes, states)
             host_samples, gpu_samples = self._samples(session, batch.reports, learned)
             applied += self._write_health(session, batch.health)
             self._write_events(session, batch.events, learned)
+            # The host rule and new facts wrote last_seen as of the reading: the flush's own
+            # time stays the last word for every host that reported (rare: a steady flush
+            # writes neither).
+            self._retouch(session, reported & (ruled | learned.facts.keys()), now)
             self.drains = read_drains(session)  # before record_sample_rows' commit: one commit
             record_sample_rows(session, host_samples, gpu_samples)
         # Committed: only now may later flushes rely on what this one wrote (a rolled-back
@@ -256,8 +261,9 @@ class SampleWriter:
 
     def _write_outcomes(
         self, session: Session, outcomes: list[HostOutcomeIn], states: dict[int, str]
-    ) -> tuple[list[dict[str, object]], dict[str, HostState]]:
-        """Each outcome through the host rule, in order; returns hook payloads and final states.
+    ) -> tuple[list[dict[str, object]], dict[str, HostState], set[str]]:
+        """Each outcome through the host rule, in order; returns hook payloads, final states
+        and the hosts the rule wrote.
 
         `states` holds the stored state of the hosts already read (those just touched); the
         others' are read here in one SELECT. A good outcome of a host stored "up" changes
@@ -272,6 +278,7 @@ class SampleWriter:
                                           {"ids": unread}).all())
         events: list[dict[str, object]] = []
         stored: dict[str, HostState] = {}
+        ruled: set[str] = set()
         for outcome in outcomes:
             host_id = self._host_ids.get(outcome.host)
             if host_id is None or host_id not in states:
@@ -285,9 +292,10 @@ class SampleWriter:
             )
             states[host_id] = recorded.state
             stored[outcome.host] = recorded.state
+            ruled.add(outcome.host)
             if recorded.applied is not None:
                 events.append(recorded.applied.event)
-        return events, stored
+        return events, stored, ruled
 
     def _samples(
         self, session: Session, reports: list[tuple[str, ProbeReport]], learned: _Facts
@@ -344,14 +352,24 @@ class SampleWriter:
                 message=event.message, host_id=host_id, gpu_id=gpu_id, data=event.data,
             )
 
-    def _touch_hosts(self, session: Session, hosts: set[str]) -> dict[int, str]:
+    def _touch_hosts(self, session: Session, hosts: set[str], now: int) -> dict[int, str]:
         """last_seen / last_probe_at of every host that reported, in one UPDATE; returns their
         stored states by id (read by that UPDATE where the dialect can, else one SELECT)."""
-        ids = sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
+        ids = self._ids_of(hosts)
         if not ids:
             return {}
-        statements, params = flush_statements(), {"ids": ids, "now": now_s()}
+        statements, params = flush_statements(), {"ids": ids, "now": now}
         if session.get_bind().dialect.update_returning:
             return dict(session.execute(statements.touch_hosts_returning, params).all())
         session.execute(statements.touch_hosts, params)
         return dict(session.execute(statements.host_states, {"ids": ids}).all())
+
+    def _retouch(self, session: Session, hosts: set[str], now: int) -> None:
+        """The touch again for `hosts`, after the ORM's pending writes to their rows."""
+        ids = self._ids_of(hosts)
+        if ids:
+            session.flush()
+            session.execute(flush_statements().touch_hosts, {"ids": ids, "now": now})
+
+    def _ids_of(self, hosts: set[str]) -> list[int]:
+        return sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
