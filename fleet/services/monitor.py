@@ -111,7 +111,9 @@ class MonitorService:
             raise ConfigError("the monitor is already running in this process")
         specs = select_hosts(await self.context.hosts.refresh(), pattern)
         if not specs:
-            raise ConfigError(f"no host matches {pattern!r}")
+            raise ConfigError(f"no host matches {pattern!r}" if pattern else (
+                "no hosts to monitor: the inventory lists none and none are adopted "
+                "(add hosts to the inventory, or `fleet adopt` a discovered one)"))
         monitor = Monitor(
             specs,
             self.context.database,

@@ -55,3 +55,13 @@ async def test_every_command_has_help_with_an_example(fleet_cli: FleetCli) -> No
         assert "fleet " in result.stdout.split("Example", 1)[-1], args
     version = await fleet_cli.run("--version")
     assert version.stdout.startswith("fleet, version ")
+
+
+async def test_monitoring_an_empty_inventory_says_so_and_exits_2(fleet_cli: FleetCli) -> None:
+    (fleet_cli.home / "inventory.yaml").write_text("version: 1\nhosts: {}\n")
+    for args in (["monitor"], ["serve", "--socket", str(fleet_cli.home / "fleet.sock")]):
+        result = await fleet_cli.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "no hosts to monitor: the inventory lists none and none are adopted" in \
+            result.stderr, args
+        assert "None" not in result.stderr, args
