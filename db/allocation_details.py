@@ -3,39 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Allocation, Gpu, Host, Task
-
-
-@dataclass(frozen=True, slots=True)
-class AllocationDetail:
-    """An allocation with where its GPU is (host name, index, UUID) and its task's name/state."""
-
-    id: int
-    gpu_id: int
-    host: str
-    gpu_idx: int
-    uuid: str | None
-    kind: str
-    owner: str
-    task_id: int | None
-    task_name: str | None
-    task_state: str | None
-    note: str | None
-    created_at: int
-    expires_at: int | None
-    released_at: int | None
-    release_reason: str | None
-    idle_since: int | None = None  # since when its GPU is idle (fleet.placement.idle)
-
-    @property
-    def active(self) -> bool:
-        """True while the allocation holds its GPU."""
-        return self.released_at is None
+from db.rows import AllocationDetail
 
 
 def allocation_details(

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from db.models import Event, Gpu, Host
+from db.rows import EventView
 from db.types import SEVERITIES, Severity
-
-
-@dataclass(frozen=True, slots=True)
-class EventView:
-    """A stored event with its host's name and GPU index, when it concerns one."""
-
-    id: int
-    ts: int
-    kind: str
-    severity: str
-    message: str
-    host: str | None
-    gpu_idx: int | None
-    gpu_uuid: str | None
-    task_id: int | None
-    data: dict[str, object] = field(default_factory=dict)
 
 
 def _like_pattern(glob: str) -> str:

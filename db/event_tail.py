@@ -8,8 +8,8 @@ from collections.abc import Collection
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from db.event_queries import EventView
 from db.models import Event, Gpu, Host
+from db.rows import EventView
 
 
 def last_event_id(session: Session) -> int:

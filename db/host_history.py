@@ -2,37 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import BigInteger, Float, Select, cast, func, literal, literal_column, select
 from sqlalchemy.orm import Session
 
 from db.models import Host, HostSample
-
-
-@dataclass(frozen=True, slots=True)
-class HostHistoryPoint:
-    """One raw sample, or one bucket (ts_ms = bucket start), of one host.
-
-    Network counters are the host's cumulative byte counters; `net_*_bps` is the increase per
-    second within the bucket (None for a raw sample or a bucket with one sample; a counter reset
-    inside a bucket makes it meaningless for that bucket).
-    """
-
-    host: str
-    ts_ms: int
-    samples: int
-    load_1m_avg: float | None
-    load_1m_max: float | None
-    cpu_busy_avg: float | None
-    cpu_busy_max: float | None
-    memory_available_min: int | None
-    memory_available_avg: float | None
-    net_rx_bytes: int | None
-    net_tx_bytes: int | None
-    net_rx_bps: float | None
-    net_tx_bps: float | None
+from db.rows import HostHistoryPoint
 
 
 def host_history(

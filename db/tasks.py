@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import func, select, update
@@ -17,67 +16,18 @@ from sqlalchemy.orm import Session
 
 from db.allocations import release_allocations
 from db.models import Allocation, Gpu, Host, Task
-from db.types import TASK_STATES, TaskState
+from db.rows import TaskGpu, TaskRow
+from db.types import ACTIVE_TASK_STATES, FINAL_TASK_STATES, TASK_STATES, TaskState
 
 GroupKind = Literal["gang", "array"]
 GROUP_KINDS: tuple[GroupKind, ...] = ("gang", "array")
 
-ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("queued", "placing", "starting", "running")
-FINAL_TASK_STATES: tuple[TaskState, ...] = ("succeeded", "failed", "cancelled", "lost")
 
 # Columns update_task may change; identity and submission facts are fixed at creation.
 UPDATABLE_TASK_FIELDS = frozenset({
     "state", "host_id", "exit_code", "remote_dir", "remote_pid", "started_at", "ended_at",
     "error", "gpu_seconds", "peak_memory_bytes", "priority", "constraints", "timed_out",
 })
-
-
-@dataclass(frozen=True, slots=True)
-class TaskGpu:
-    """One GPU a task was allocated, with the allocation that held it (active or released)."""
-
-    allocation_id: int
-    gpu_id: int
-    host: str
-    idx: int
-    uuid: str | None
-    active: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRow:
-    """A stored task; `host` is the host's name once placed, `gpus` its allocated GPUs by index."""
-
-    id: int
-    name: str
-    script: str
-    args: tuple[str, ...]
-    host_id: int | None
-    host: str | None
-    state: str
-    exit_code: int | None
-    gpus_requested: int
-    constraints: dict[str, Any]
-    priority: int
-    owner: str
-    remote_dir: str | None
-    remote_pid: int | None
-    submitted_at: int
-    started_at: int | None
-    ended_at: int | None
-    error: str | None
-    gpu_seconds: float | None
-    peak_memory_bytes: int | None
-    gpus: tuple[TaskGpu, ...] = ()
-    timed_out: bool = False  # stopped for running past its --timeout
-    group_id: int | None = None  # a gang's or array's id (its first member's task id)
-    group_kind: str | None = None  # "gang" | "array"
-    group_index: int | None = None  # the node's rank, or the array index
-
-    @property
-    def is_final(self) -> bool:
-        """True once the task has ended (succeeded, failed, cancelled or lost)."""
-        return self.state in FINAL_TASK_STATES
 
 
 def create_task(

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from db.models import Gpu, Host
-
-
-@dataclass(frozen=True)
-class UnmanagedGpu:
-    """A GPU with processes fleet did not start: each a mapping of pid, name, uid and user."""
-
-    host: str
-    gpu_idx: int
-    uuid: str | None
-    processes: tuple[Mapping[str, Any], ...]
+from db.rows import UnmanagedGpu
 
 
 def store_unmanaged(session: Session, processes_by_gpu: Mapping[tuple[str, int],

@@ -325,7 +325,7 @@ async def cancel_active_tasks(fleet: Fleet, *, grace_s: float = STOP_GRACE_S,
 
     Returns what could not be done, one line per task (empty when every task stopped).
     """
-    from db.tasks import ACTIVE_TASK_STATES
+    from db.types import ACTIVE_TASK_STATES
 
     active = await fleet.tasks(states=ACTIVE_TASK_STATES)
     if not active:

@@ -6,12 +6,8 @@ layer's frozen dataclasses, unchanged.
 
 from __future__ import annotations
 
-from db.allocation_details import AllocationDetail
-from db.event_queries import EventView
-from db.host_history import HostHistoryPoint
-from db.tasks import TaskGpu, TaskRow
+from db.rows import AllocationDetail, EventView, HostHistoryPoint, TaskGpu, TaskRow, UnmanagedGpu
 from db.types import GpuHistoryPoint, HostRow, LatestGpu, Severity
-from db.unmanaged import UnmanagedGpu
 
 __all__ = ["AllocationDetail", "EventView", "GpuHistoryPoint", "HostHistoryPoint", "HostRow",
            "LatestGpu", "Severity", "TaskGpu", "TaskRow", "UnmanagedGpu"]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from fleet.model import GpuReport, HostSpec, ProbeReport, ProcessInfo
 
 if TYPE_CHECKING:
-    from db.allocation_details import AllocationDetail
+    from db.rows import AllocationDetail
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def allocations(ctx: click.Context, show_all: bool) -> int:
       fleet allocations
       fleet allocations --all --json | jq '.allocations[] | select(.kind == "reservation")'
     """
-    from fleet.placement.reservations import allocation_to_json
+    from fleet.render.allocations import allocation_to_json
 
     options = global_options(ctx)
 

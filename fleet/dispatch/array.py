@@ -42,7 +42,7 @@ from fleet.errors import ConfigError, FleetError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from db.tasks import TaskRow
+    from db.rows import TaskRow
     from fleet.context import FleetContext
     from fleet.dispatch.remote import TaskHost
     from fleet.services.placement import PlacementService

@@ -30,7 +30,8 @@ from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
-    from db.tasks import GroupKind, TaskRow
+    from db.rows import TaskRow
+    from db.tasks import GroupKind
     from fleet.context import FleetContext
     from fleet.placement.claim import Claim
     from fleet.services.placement import PlacementService

@@ -28,7 +28,7 @@ from fleet.dispatch.records import now_s
 from fleet.errors import DispatchError, HostError
 
 if TYPE_CHECKING:
-    from db.tasks import TaskRow
+    from db.rows import TaskRow
     from fleet.context import FleetContext
     from fleet.dispatch.remote import TaskHost
     from fleet.model import HostSpec

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from db.engine import Database
 from db.hosts import host_ids_by_name
+from db.rows import TaskRow
 from db.task_runs import mark_checked, peak_memory_used
-from db.tasks import ACTIVE_TASK_STATES, TaskRow, finish_task, get_task, update_task
+from db.tasks import finish_task, get_task, update_task
+from db.types import ACTIVE_TASK_STATES
 from fleet.dispatch.ending import Ending
 from fleet.dispatch.task_events import record_task_ended, record_task_started
 from fleet.errors import ConfigError

@@ -10,7 +10,7 @@ from db.events import add_event
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from db.tasks import TaskRow
+    from db.rows import TaskRow
     from db.types import Severity
     from fleet.dispatch.ending import Ending
 

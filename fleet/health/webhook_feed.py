@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.engine import Database
-    from db.event_queries import EventView
+    from db.rows import EventView
     from fleet.health.hooks import HookSettings
 
 log = logging.getLogger(__name__)

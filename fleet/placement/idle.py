@@ -18,9 +18,9 @@ from fleet.monitor.settings import setting
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from db.allocation_details import AllocationDetail
     from db.engine import Database
     from db.idle import GpuWindow
+    from db.rows import AllocationDetail
     from db.types import Severity
 
 MIN_SAMPLES = 2

@@ -6,12 +6,12 @@ import getpass
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from db.allocation_details import AllocationDetail, allocation_details
+from db.allocation_details import allocation_details
 from db.allocations import expire_reservations, release_allocations
 from db.engine import Database
-from db.tasks import ACTIVE_TASK_STATES
+from db.rows import AllocationDetail
+from db.types import ACTIVE_TASK_STATES
 from fleet.errors import ConfigError, DispatchError
 
 OWNER_ENV = "FLEET_OWNER"
@@ -98,25 +98,3 @@ def release_owned(database: Database, owner: str, *, now: float | None = None) -
             release_allocations(session, now=moment, reason="released by operator",
                                 allocation_ids=mine)
     return mine
-
-
-def allocation_to_json(row: AllocationDetail) -> dict[str, Any]:
-    """One allocation as plain data."""
-    return {
-        "id": row.id,
-        "host": row.host,
-        "gpu": row.gpu_idx,
-        "uuid": row.uuid,
-        "kind": row.kind,
-        "owner": row.owner,
-        "task_id": row.task_id,
-        "task_name": row.task_name,
-        "task_state": row.task_state,
-        "note": row.note,
-        "created_at": row.created_at,
-        "expires_at": row.expires_at,
-        "released_at": row.released_at,
-        "idle_since": row.idle_since,
-        "release_reason": row.release_reason,
-        "active": row.active,
-    }

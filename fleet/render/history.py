@@ -11,7 +11,7 @@ from fleet.render.table import Column, format_bytes, format_number, render_table
 from fleet.timeparse import format_time
 
 if TYPE_CHECKING:
-    from db.host_history import HostHistoryPoint
+    from db.rows import HostHistoryPoint
     from db.types import GpuHistoryPoint
 
 NO_SAMPLES = "no samples in that time range"

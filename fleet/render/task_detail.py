@@ -11,7 +11,7 @@ from fleet.render.tasks import format_duration, render_tasks, task_duration
 from fleet.timeparse import format_time
 
 if TYPE_CHECKING:
-    from db.tasks import TaskRow
+    from db.rows import TaskRow
 
 LABEL_WIDTH = 13
 

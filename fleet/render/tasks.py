@@ -10,7 +10,7 @@ from fleet.render.table import Column, render_table
 from fleet.timeparse import format_time
 
 if TYPE_CHECKING:
-    from db.tasks import TaskRow
+    from db.rows import TaskRow
 
 TASK_COLUMNS = (
     Column("ID", ">"), Column("NAME", max_width=24), Column("HOST"), Column("GPUS"),

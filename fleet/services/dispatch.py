@@ -22,7 +22,7 @@ from fleet.storage import storage_errors
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from db.tasks import TaskRow
+    from db.rows import TaskRow
     from fleet.caller import Caller
     from fleet.context import FleetContext
     from fleet.dispatch.array import ArrayMember

@@ -10,8 +10,7 @@ from fleet.errors import ConfigError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from db.event_queries import EventView
-    from db.host_history import HostHistoryPoint
+    from db.rows import EventView, HostHistoryPoint
     from db.types import Severity
     from fleet.caller import Caller
     from fleet.context import FleetContext

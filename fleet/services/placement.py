@@ -14,7 +14,7 @@ from fleet.errors import AllocationConflict, DispatchError, NoPlacement
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from db.allocation_details import AllocationDetail
+    from db.rows import AllocationDetail
     from db.types import AllocationKind
     from fleet.caller import Caller
     from fleet.context import FleetContext

@@ -7,9 +7,7 @@ import dataclasses
 import msgspec
 import pytest
 
-from db.allocation_details import AllocationDetail
-from db.event_queries import EventView
-from db.tasks import TaskGpu, TaskRow
+from db.rows import AllocationDetail, EventView, TaskGpu, TaskRow
 from db.types import GpuHistoryPoint, HostRow
 from fleet import errors
 from fleet.dispatch.ending import Ending

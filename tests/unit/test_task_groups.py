@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from db.tasks import TaskRow
+from db.rows import TaskRow
 from fleet.render.task_groups import fold_group, fold_rows, group_json
 
 
