@@ -10,7 +10,7 @@ import click
 
 from fleet.cli.context import echo_json, global_options, host_option, json_option
 from fleet.cli.history_hosts_cmd import history_hosts
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
     from fleet.records import GpuHistoryPoint
@@ -50,14 +50,13 @@ def history_gpus(ctx: click.Context, host: str | None, gpu: str | None, since: s
       fleet history gpus --gpu gpu01:3 --since 2026-11-30T08:00 --until 2026-11-30T12:00
     """
     from fleet.render.history import render_gpu_history, rows_to_csv
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_range
 
     options = global_options(ctx)
     since_epoch, until_epoch, bucket_s = parse_range(since, until, bucket, now=time.time())
 
     async def run() -> list[GpuHistoryPoint]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             return await service.gpu_history(since=since_epoch, until=until_epoch, host=host,
                                              gpu=gpu, bucket_s=bucket_s, limit=limit)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fleet.cli.context import echo_json, global_options, host_option, json_option
-from fleet.cli.runner import run_async
+from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
     from fleet.records import HostHistoryPoint
@@ -40,14 +40,13 @@ def history_hosts(ctx: click.Context, host: str | None, since: str, until: str,
       fleet history hosts --since 6h --bucket 1m --format csv > hosts.csv
     """
     from fleet.render.history import render_host_history, rows_to_csv
-    from fleet.service import open as open_fleet
     from fleet.timeparse import parse_range
 
     options = global_options(ctx)
     since_epoch, until_epoch, bucket_s = parse_range(since, until, bucket, now=time.time())
 
     async def run() -> list[HostHistoryPoint]:
-        async with open_fleet(options.db_url, options.inventory_path) as service:
+        async with open_service(options) as service:
             return await service.host_history(since=since_epoch, until=until_epoch, host=host,
                                               bucket_s=bucket_s, limit=limit)
 

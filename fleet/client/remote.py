@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         AllocationDetail,
         EventView,
         GpuHistoryPoint,
+        HostHistoryPoint,
         HostRow,
         Severity,
         TaskRow,
@@ -247,6 +248,17 @@ class RemoteFleet:
             "since": since, "until": until, "host": host, "gpu": gpu, "bucket_s": bucket_s,
             "limit": limit})
         return history.history_from_wire(reply)
+
+    async def host_history(self, *, since: float, until: float, host: str | None = None,
+                           bucket_s: int | None = None,
+                           limit: int | None = None) -> list[HostHistoryPoint]:
+        """Host samples or buckets between two epoch times (as `Fleet.host_history`)."""
+        from fleet.wire import history
+
+        reply = await self.transport.get("history/host", history.HostHistoryList, {
+            "since": since, "until": until, "host": host, "bucket_s": bucket_s,
+            "limit": limit})
+        return history.host_history_from_wire(reply)
 
     async def drain(self, target: str, reason: str | None = None, *,
                     by: str | None = None) -> DrainOutcome:

@@ -50,6 +50,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
         POST /v1/tasks                       dispatch; its events as server-sent events
         GET  /v1/tasks/{id}/log              a task's output (?follow=true: until it ends)
         GET  /v1/history/gpu                 GPU samples or buckets (`?since=&until=&host=…`)
+        GET  /v1/history/host                host samples or buckets (`?since=&until=&host=…`)
         POST /v1/tasks/{id}/cancel /v1/tasks/reconcile /v1/allocations/release /v1/reservations
         POST /v1/reservations/gpus /v1/drain /v1/undrain /v1/place
     """
@@ -78,6 +79,7 @@ def add_v1_routes(app: web.Application, fleet: Fleet, identities: Identities,
     app.router.add_post(f"{v1}/reservations", reserve)
     app.router.add_post(f"{v1}/reservations/gpus", reserve_gpus)
     app.router.add_get(f"{v1}/history/gpu", gpu_history)
+    app.router.add_get(f"{v1}/history/host", host_history)
     app.router.add_post(f"{v1}/drain", drain_target)
     app.router.add_post(f"{v1}/undrain", undrain_target)
     app.router.add_get(f"{v1}/watch", leader_only(watch))
@@ -270,6 +272,15 @@ async def gpu_history(request: web.Request) -> web.Response:
         since=wanted.since, until=wanted.until, host=wanted.host, gpu=wanted.gpu,
         bucket_s=wanted.bucket_s, limit=wanted.limit)
     return json_reply(history.history_to_wire(points))
+
+
+async def host_history(request: web.Request) -> web.Response:
+    """Host samples or buckets between two times (`Fleet.host_history`)."""
+    wanted = query(request, history.HostHistoryQuery)
+    points = await request.app[FLEET].host_history(
+        since=wanted.since, until=wanted.until, host=wanted.host, bucket_s=wanted.bucket_s,
+        limit=wanted.limit)
+    return json_reply(history.host_history_to_wire(points))
 
 
 async def drain_target(request: web.Request) -> web.Response:

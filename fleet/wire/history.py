@@ -1,4 +1,5 @@
-"""GPU history on the wire (`/v1/history/gpu`): db.types.GpuHistoryPoint and its query."""
+"""GPU and host history on the wire (`/v1/history/gpu`, `/v1/history/host`): the points and
+their queries."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from msgspec import Struct
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
-    from fleet.records import GpuHistoryPoint
+    from fleet.records import GpuHistoryPoint, HostHistoryPoint
 
 
 class GpuHistoryPointWire(Struct, frozen=True, array_like=True):
@@ -59,3 +60,49 @@ def history_from_wire(reply: GpuHistoryList) -> list[GpuHistoryPoint]:
     from fleet.records import GpuHistoryPoint
 
     return [from_wire(point, GpuHistoryPoint) for point in reply.points]
+
+
+class HostHistoryPointWire(Struct, frozen=True, array_like=True):
+    """db.rows.HostHistoryPoint: one host sample or bucket; sent as an array."""
+
+    host: str
+    ts_ms: int
+    samples: int
+    load_1m_avg: float | None
+    load_1m_max: float | None
+    cpu_busy_avg: float | None
+    cpu_busy_max: float | None
+    memory_available_min: int | None
+    memory_available_avg: float | None
+    net_rx_bytes: int | None
+    net_tx_bytes: int | None
+    net_rx_bps: float | None
+    net_tx_bps: float | None
+
+
+class HostHistoryQuery(Struct, frozen=True, forbid_unknown_fields=True):
+    """Query of `GET /v1/history/host` (as `Fleet.host_history`)."""
+
+    since: float
+    until: float
+    host: str | None = None
+    bucket_s: int | None = None
+    limit: int | None = None
+
+
+class HostHistoryList(Struct, frozen=True):
+    """`GET /v1/history/host`."""
+
+    points: tuple[HostHistoryPointWire, ...]
+
+
+def host_history_to_wire(points: list[HostHistoryPoint]) -> HostHistoryList:
+    """Host history points as the reply."""
+    return HostHistoryList(tuple(to_wire(point, HostHistoryPointWire) for point in points))
+
+
+def host_history_from_wire(reply: HostHistoryList) -> list[HostHistoryPoint]:
+    """The reply as the points `Fleet.host_history` returns."""
+    from fleet.records import HostHistoryPoint
+
+    return [from_wire(point, HostHistoryPoint) for point in reply.points]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 from tests.server.conftest import ServeLab, ServeLabFactory
@@ -25,6 +27,9 @@ async def test_read_commands_answer_the_same_through_the_server(
         serve_lab: ServeLabFactory) -> None:
     lab = await serve_lab(2, 1)
     await _seed_tasks(lab)
+    recorded_since = str(int(time.time()) - 3600)
+    recorded_until = str(int(time.time()) + 1)  # the lab's first `fleet status` is before
+    await asyncio.sleep(1.1)  # the server's monitor records only after this second
     server = await lab.serve()
     drained = await lab.run("drain", "gpu2", "--reason", "fan", env=LOCAL)
     assert drained.returncode == 0, drained.stderr
@@ -33,7 +38,9 @@ async def test_read_commands_answer_the_same_through_the_server(
 
     for args in (("tasks", "--all"), ("tasks", "--state", "queued"), ("tasks", "1", "2"),
                  ("allocations", "--all"),
-                 ("events", "--kind", "host_drained"), ("hosts",), ("hosts", "--hosts", "gpu2")):
+                 ("events", "--kind", "host_drained"), ("hosts",), ("hosts", "--hosts", "gpu2"),
+                 ("history", "gpus", "--since", recorded_since, "--until", recorded_until),
+                 ("history", "hosts", "--since", recorded_since, "--until", recorded_until)):
         local, remote = await _both(lab, *args)
         if args[0] == "hosts":  # last_seen moves while the server's monitor runs
             for row in (*local["hosts"], *remote["hosts"]):
@@ -41,7 +48,16 @@ async def test_read_commands_answer_the_same_through_the_server(
         if args[0] == "events":  # the default window ends at each command's own "now"
             for doc in (local, remote):
                 doc.pop("since"), doc.pop("until")
+        if args[0] == "history":  # the samples the lab's `fleet status` recorded
+            assert len(local["points"]) == (3 if args[1] == "gpus" else 2), local
         assert local == remote, args
+
+    # Through the server the history is the server's database, not the one --db names.
+    for kind, points in (("gpus", 3), ("hosts", 2)):
+        elsewhere = await lab.run("--json", "--db", str(lab.cli.home / "other.db"), "history",
+                                  kind, "--since", recorded_since, "--until", recorded_until)
+        assert elsewhere.returncode == 0, elsewhere.stderr
+        assert len(elsewhere.json()["points"]) == points, kind
 
     local, remote = await _both(lab, "status")
     for doc in (local, remote):

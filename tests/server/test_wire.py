@@ -7,7 +7,7 @@ import dataclasses
 import msgspec
 import pytest
 
-from db.rows import AllocationDetail, EventView, TaskGpu, TaskRow
+from db.rows import AllocationDetail, EventView, HostHistoryPoint, TaskGpu, TaskRow
 from db.types import GpuHistoryPoint, HostRow
 from fleet import errors
 from fleet.dispatch.ending import Ending
@@ -67,6 +67,11 @@ def test_rows_round_trip() -> None:
                             2 << 30, 40.5, 41.0, None, None)
     assert history.history_from_wire(decode(encode(history.history_to_wire([point])),
                                             history.GpuHistoryList)) == [point]
+    host_point = HostHistoryPoint("gpu1", 1_700_000_000_000, 4, 0.5, 1.25, 12.5, 40.0,
+                                  1 << 30, 1.5e9, 10, 20, None, 3.5)
+    assert history.host_history_from_wire(decode(
+        encode(history.host_history_to_wire([host_point])), history.HostHistoryList)) == \
+        [host_point]
 
 
 @pytest.mark.parametrize(("engine", "wire", "omitted"), [
@@ -78,6 +83,7 @@ def test_rows_round_trip() -> None:
     (GpuSnapshot, snapshot.GpuSnapshotWire, set()),
     (HostSpec, snapshot.HostSpecWire, SERVER_ONLY), (HostSpec, hosts.ManagedHostWire, set()),
     (GpuHistoryPoint, history.GpuHistoryPointWire, set()), (Ending, dispatch.EndedEvent, set()),
+    (HostHistoryPoint, history.HostHistoryPointWire, set()),
 ])
 def test_wire_structs_name_every_engine_field(engine: type, wire: type[msgspec.Struct],
                                               omitted: set[str]) -> None:
