@@ -1,5 +1,7 @@
-"""Records that db's read queries return, in a module without SQLAlchemy: front ends and the
-remote client (which decodes the server's answers into them) import these and nothing else of db.
+"""Records that db's read queries return, importable without SQLAlchemy.
+
+Front ends and the remote client (which decodes the server's answers into them) import these
+and nothing else of db.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Allocations as plain data, for `fleet allocations --json` (no database import: the remote
-client renders what the server sent)."""
+"""Allocations as plain data for `fleet allocations --json` (no database import)."""
 
 from __future__ import annotations
 

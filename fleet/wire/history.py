@@ -1,5 +1,4 @@
-"""GPU and host history on the wire (`/v1/history/gpu`, `/v1/history/host`): the points and
-their queries."""
+"""GPU and host history on the wire: the points and queries of /v1/history/gpu and /host."""
 
 from __future__ import annotations
 
