@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from tests.bench.common import ROOT, Results, load_average, log, machine
+from tests.bench.common import ROOT, Results, compile_bytecode, load_average, log, machine
 from tests.bench.report import write_reports
 
 SECTIONS = ("startup", "storage", "fanout", "dispatch", "serve", "monitor", "discovery", "tui",
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{'quick' if quick else 'full'} run: sections {sections}, runs {runs}, hosts {counts}, "
         f"load average {load_before}")
     is_root = os.geteuid() == 0
+    log(compile_bytecode())  # before any section: every fleet process loads .pyc, as installed
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         workdir = Path(tmp)
         if "startup" in sections:

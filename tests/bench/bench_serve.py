@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import compileall
 import json
-import os
 import shlex
 import signal
 import subprocess
@@ -19,10 +17,10 @@ from typing import Any
 from tests.bench.bench_dispatch import SCRIPT, _printed_hello
 from tests.bench.common import (
     FLEET_CLI,
-    ROOT,
     Figure,
     Measured,
     Results,
+    compile_bytecode,
     cpu_seconds_of,
     fleet_env,
     log,
@@ -59,22 +57,6 @@ def interleaved(commands: Sequence[Command], runs: int, warmup: int = 1) -> list
                 measured[position].samples.extend(one.samples)
                 measured[position].cpu.extend(one.cpu)
     return measured
-
-
-def compile_bytecode() -> str:
-    """Byte-compile fleet's packages (what pip does at install), so that client processes load
-    .pyc files as an installed fleet does; a note for the figures that says so.
-
-    With PYTHONDONTWRITEBYTECODE set (these lab machines set it) Python never writes .pyc, and
-    every client process compiled each module edited since the last write from source: 30-60 ms
-    of CPU per process on this box, for a set of modules that depended on who edited what.
-    """
-    for package in ("db", "fleet"):
-        compileall.compile_dir(ROOT / package, quiet=1)
-    unset = "PYTHONDONTWRITEBYTECODE" not in os.environ
-    return ("fleet's packages byte-compiled before the rounds (as pip does at install"
-            + ("" if unset else "; PYTHONDONTWRITEBYTECODE is set here, so Python writes none "
-                             "itself") + ")")
 
 
 def _status_ok(done: subprocess.CompletedProcess[bytes], count: int) -> str | None:

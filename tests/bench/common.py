@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import importlib.util
 import os
 import platform
@@ -107,6 +108,23 @@ class Results:
         print(f"[bench] {figure.name}: fleet={fleet if fleet is None else f'{fleet:.4g}'} "
               f"{figure.unit}; {peers}", flush=True)
         self.figures.append(figure)
+
+
+def compile_bytecode() -> str:
+    """Byte-compile fleet's packages (what pip does at install), so that client processes load
+    .pyc files as an installed fleet does; a note for the figures that says so.
+
+    With PYTHONDONTWRITEBYTECODE set (these lab machines set it) Python never writes .pyc, and
+    every fleet process compiled each module edited since the last write from source (in a
+    fresh clone: all of them), 0.1-0.15 s of CPU per process on this box. `python -m tests.bench`
+    calls this once before its sections.
+    """
+    for package in ("db", "fleet", "tui"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+    unset = "PYTHONDONTWRITEBYTECODE" not in os.environ
+    return ("fleet's packages byte-compiled before the rounds (as pip does at install"
+            + ("" if unset else "; PYTHONDONTWRITEBYTECODE is set here, so Python writes none "
+                             "itself") + ")")
 
 
 def log(message: str) -> None:

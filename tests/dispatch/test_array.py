@@ -99,9 +99,9 @@ async def test_cancelling_an_array_stops_its_unfinished_members(dispatch_lab: La
     try:
         array_id = None
         for _ in range(300):
-            tasks = await _tasks(lab, "--expand")
-            if any(task["state"] == "running" for task in tasks):
-                array_id = tasks[0]["group_id"]
+            tasks = await lab.cli.recorded_tasks()
+            if any(task.state == "running" for task in tasks):
+                array_id = tasks[0].group_id
                 break
             await asyncio.sleep(0.2)
         assert array_id is not None

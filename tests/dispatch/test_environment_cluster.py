@@ -211,8 +211,8 @@ async def test_snapshot_runs_the_tree_as_submitted(tmp_path: Path, cli: FleetCli
     done = asyncio.ensure_future(process.communicate())
     try:
         for _ in range(200):  # until it waits in the queue (bounded: 20 s)
-            listing = (await cli.run("--json", "tasks", "--all")).json()["tasks"]
-            if listing and listing[0]["state"] == "queued":
+            listing = await cli.recorded_tasks()
+            if listing and listing[0].state == "queued":
                 break
             await asyncio.sleep(0.1)
         else:

@@ -83,6 +83,6 @@ async def test_waiting_dispatches_start_in_fair_share_order(dispatch_lab: LabFac
 
 async def _until_queued(lab: DispatchLab, count: int) -> None:
     deadline = time.monotonic() + 60
-    while sum(task["state"] == "queued" for task in await _tasks(lab)) < count:
+    while sum(task.state == "queued" for task in await lab.cli.recorded_tasks()) < count:
         assert time.monotonic() < deadline, f"{count} tasks not queued within 60 s"
         await asyncio.sleep(0.2)

@@ -137,8 +137,8 @@ async def test_a_cut_link_makes_the_gang_lost_and_releases_its_gpus(
     host = gang_cluster.host("gpu2")
     try:
         for _ in range(300):  # until both nodes run
-            tasks = (await fleet_cli.run("--json", "tasks", "--all", "--expand")).json()["tasks"]
-            if len(tasks) == 2 and all(task["state"] == "running" for task in tasks):
+            tasks = await fleet_cli.recorded_tasks()
+            if len(tasks) == 2 and all(task.state == "running" for task in tasks):
                 break
             await asyncio.sleep(0.2)
         host.link_down()

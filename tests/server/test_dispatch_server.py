@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from db.rows import TaskRow
 from tests.dispatch.conftest import wait_group_gone
 from tests.dispatch.test_dispatch_cli import GATED, SLEEPER
 from tests.server.conftest import ServeLab, ServeLabFactory
@@ -51,11 +52,12 @@ async def _wait_state(lab: ServeLab, task_id: int, states: set[str],
                       deadline_s: float = 20.0) -> dict[str, Any]:
     """The task once it is in one of `states` (polled through the server, bounded)."""
     deadline = time.monotonic() + deadline_s
-    while True:
-        row = next(t for t in await _tasks(lab) if t["id"] == task_id)
-        if row["state"] in states or time.monotonic() > deadline:
-            return row
+    while time.monotonic() < deadline:
+        recorded = next(task for task in await lab.cli.recorded_tasks() if task.id == task_id)
+        if recorded.state in states:
+            break
         await asyncio.sleep(0.2)
+    return next(t for t in await _tasks(lab) if t["id"] == task_id)
 
 
 async def test_dispatch_runs_through_the_server_as_the_caller(
@@ -149,15 +151,15 @@ async def test_ctrl_c_while_queued_cancels_the_queued_task(serve_lab: ServeLabFa
     process = await _spawn(lab, "dispatch", "--wait", str(script), "0")
     assert process.stderr is not None
     deadline = time.monotonic() + 20
-    queued: list[dict[str, Any]] = []
+    queued: list[TaskRow] = []
     while not queued and time.monotonic() < deadline:
-        queued = [t for t in await _tasks(lab) if t["state"] == "queued"]
+        queued = [t for t in await lab.cli.recorded_tasks() if t.state == "queued"]
         await asyncio.sleep(0.1)
     assert queued, "the task never queued"
     process.send_signal(signal.SIGINT)
     await asyncio.wait_for(process.wait(), 20)
     assert process.returncode == 130, (await process.stderr.read()).decode()
-    row = await _wait_state(lab, queued[0]["id"], {"cancelled"})
+    row = await _wait_state(lab, queued[0].id, {"cancelled"})
     assert row["state"] == "cancelled"
 
 
@@ -285,7 +287,7 @@ async def test_queued_tasks_survive_a_server_restart_in_their_order(
     for seconds in ("1.2", "0.2"):
         waiting.append(await _spawn(lab, "dispatch", "--wait", str(script), seconds, "0"))
         deadline = time.monotonic() + 20
-        while len([t for t in await _tasks(lab) if t["state"] == "queued"]) < len(waiting):
+        while sum(t.state == "queued" for t in await lab.cli.recorded_tasks()) < len(waiting):
             assert time.monotonic() < deadline, "the task never queued"
             await asyncio.sleep(0.1)
     await server.stop()

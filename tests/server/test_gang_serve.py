@@ -79,11 +79,11 @@ async def test_a_detached_array_is_driven_by_the_server(serve_lab: ServeLabFacto
     assert detached.returncode == 0, detached.stderr
     array_id = detached.json()["array_id"]
     assert len(detached.json()["tasks"]) == 4
-    row: dict[str, object] = {}
     for _ in range(300):  # bounded: the server runs the members one at a time
-        (row,) = (await lab.run("--json", "tasks", "--all")).json()["tasks"]
-        if row["state"] in ("succeeded", "failed"):
+        members = await lab.cli.recorded_tasks()
+        if len(members) == 4 and all(member.is_final for member in members):
             break
         await asyncio.sleep(0.2)
+    (row,) = (await lab.run("--json", "tasks", "--all")).json()["tasks"]
     assert row["id"] == array_id and row["state"] == "failed"
     assert row["group"]["states"] == {"failed": 1, "succeeded": 3}

@@ -120,9 +120,8 @@ async def test_owners_and_permissions_come_from_the_socket(
 
 async def _running_pgid(lab: ServeLab, task_id: int) -> int:
     for _ in range(200):
-        tasks = (await _local_json(lab, "tasks", "--all"))["tasks"]
-        row = next(t for t in tasks if t["id"] == task_id)  # type: ignore[union-attr,index]
-        if row["state"] == "running" and row.get("remote_pid"):
-            return int(row["remote_pid"])
+        row = next(task for task in await lab.cli.recorded_tasks() if task.id == task_id)
+        if row.state == "running" and row.remote_pid:
+            return row.remote_pid
         await asyncio.sleep(0.1)
     raise AssertionError(f"task {task_id} did not start: {row}")
