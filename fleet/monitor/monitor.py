@@ -22,7 +22,7 @@ from fleet.monitor.local import LocalStream
 from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
-from fleet.monitor.summary import MonitorSummary, SummaryCallback
+from fleet.monitor.summary import MonitorSummary, SummaryCallback, summarize
 from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from fleet.ssh.pool import ConnectionPool
@@ -88,6 +88,7 @@ class Monitor:
         self.hooks: HookRunner | None = None
         self.webhooks: WebhookFeed | None = None  # with `hooks.webhooks` configured
         self.retention_passes = 0
+        self.housekeeping_passes = 0
 
     @property
     def running(self) -> bool:
@@ -111,15 +112,7 @@ class Monitor:
         self.hooks = HookRunner(self.settings.hooks, on_failure=self._hook_failed)
         self._running = True
         for spec in self.specs:
-            stream: HostStream | LocalStream
-            if spec.connection == "local":
-                stream = LocalStream(spec, self.settings.monitor, self)
-            else:
-                stream = HostStream(spec, self.pool, self.settings.monitor, self)
-            self._streams[spec.name] = stream
-            self._host_tasks[spec.name] = asyncio.create_task(
-                stream.run(), name=f"monitor {spec.name}"
-            )
+            self._start_stream(spec)
         self._service_tasks = [
             asyncio.create_task(self._flush_loop(), name="monitor flush"),
             asyncio.create_task(self._publish_loop(), name="monitor publish"),
@@ -130,6 +123,33 @@ class Monitor:
             self._service_tasks.append(
                 asyncio.create_task(self._housekeeping_loop(), name="monitor housekeeping"))
         self._publish()
+
+    async def add_hosts(self, specs: Sequence[HostSpec]) -> tuple[HostSpec, ...]:
+        """Also watch those of `specs` not watched yet (hosts adopted while it runs); returns
+        them. A no-op once stop() began."""
+        new = tuple(spec for spec in specs if spec.name not in self._hosts)
+        if not new or not self._running:
+            return ()
+        seeds = await self.writer.register_hosts(list(new))
+        if not self._running:
+            return ()
+        for seed in seeds:
+            self.health.seed(seed)
+        self.specs = (*self.specs, *new)
+        for spec in new:
+            self._update(HostSnapshot(spec=spec, state="unknown"))
+            self._start_stream(spec)
+        log.info("now also monitoring %s", ", ".join(spec.name for spec in new))
+        return new
+
+    def _start_stream(self, spec: HostSpec) -> None:
+        stream: HostStream | LocalStream
+        if spec.connection == "local":
+            stream = LocalStream(spec, self.settings.monitor, self)
+        else:
+            stream = HostStream(spec, self.pool, self.settings.monitor, self)
+        self._streams[spec.name] = stream
+        self._host_tasks[spec.name] = asyncio.create_task(stream.run(), name=f"monitor {spec.name}")
 
     async def stop(self) -> None:
         """Stop every probe (stdin closed, then killed by pid if it lingers), flush, close."""
@@ -367,21 +387,12 @@ class Monitor:
                 await self.housekeeping(self)
             except (FleetError, OSError) as exc:
                 log.error("housekeeping pass failed: %s", exc)
+            self.housekeeping_passes += 1
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
 
     def summary(self) -> MonitorSummary:
         """Counts over the current host states (samples written since the last summary)."""
-        hosts = list(self._hosts.values())
-        gpus = [gpu for host in hosts if host.state == "up" for gpu in host.gpus]
-        return MonitorSummary(
-            at=time.time(),
-            hosts_up=sum(1 for host in hosts if host.state == "up"),
-            hosts_down=sum(1 for host in hosts if host.state not in ("up", "unknown")),
-            gpus=len(gpus),
-            gpus_hot=sum(1 for gpu in gpus if gpu.state == "hot"),
-            gpus_failed=sum(1 for gpu in gpus if gpu.state in ("failed", "degraded", "lost")),
-            samples_written=self._written_since_summary,
-            buffered=self.writer.buffered_rows,
-            failed_flushes=self.writer.stats.failed_flushes,
-            readings_dropped=self.writer.stats.dropped_reports,
-        )
+        return summarize(self._hosts.values(), self._written_since_summary,
+                         buffered=self.writer.buffered_rows,
+                         failed_flushes=self.writer.stats.failed_flushes,
+                         readings_dropped=self.writer.stats.dropped_reports)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fleet.snapshot import HostSnapshot
 
 
 @dataclass(frozen=True)
@@ -39,3 +43,22 @@ class MonitorSummary:
 
 
 SummaryCallback = Callable[[MonitorSummary], None]
+
+
+def summarize(hosts: Iterable[HostSnapshot], samples_written: int, *, buffered: int,
+              failed_flushes: int, readings_dropped: int) -> MonitorSummary:
+    """The summary of these host states now (`samples_written` since the last summary)."""
+    shown = list(hosts)
+    gpus = [gpu for host in shown if host.state == "up" for gpu in host.gpus]
+    return MonitorSummary(
+        at=time.time(),
+        hosts_up=sum(1 for host in shown if host.state == "up"),
+        hosts_down=sum(1 for host in shown if host.state not in ("up", "unknown")),
+        gpus=len(gpus),
+        gpus_hot=sum(1 for gpu in gpus if gpu.state == "hot"),
+        gpus_failed=sum(1 for gpu in gpus if gpu.state in ("failed", "degraded", "lost")),
+        samples_written=samples_written,
+        buffered=buffered,
+        failed_flushes=failed_flushes,
+        readings_dropped=readings_dropped,
+    )

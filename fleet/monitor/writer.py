@@ -109,9 +109,9 @@ class SampleWriter:
         self.full = asyncio.Event()
 
     async def register_hosts(self, specs: list[HostSpec]) -> list[HostSeed]:
-        """Insert or update the monitored hosts' rows; returns the stored health state to resume.
+        """Insert or update monitored hosts' rows; returns the stored health state to resume.
 
-        Called once, before the first flush.
+        Called before the first flush, and again with each host added while the monitor runs.
         """
         from db.hosts import sync_hosts
         from fleet.health.apply import load_health_seeds
@@ -123,9 +123,10 @@ class SampleWriter:
                 seeds = load_health_seeds(session)
             return ids, seeds
 
-        self._host_ids, seeds = await asyncio.to_thread(
+        ids, seeds = await asyncio.to_thread(
             self._guarded, "register the monitored hosts", register)
-        return [seed for seed in seeds if seed.host in self._host_ids]
+        self._host_ids = {**self._host_ids, **ids}  # a new dict: a flush thread may read the old
+        return [seed for seed in seeds if seed.host in ids]
 
     def add_report(self, host: str, report: ProbeReport) -> None:
         """Buffer one reading of `host`."""

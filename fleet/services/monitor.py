@@ -40,6 +40,7 @@ class MonitorService:
         self.placement = placement
         self.reconcile = reconcile
         self._monitor: Monitor | None = None
+        self._pattern: str | None = None  # the --hosts pattern the running monitor selects by
         self._watchers = 0  # watch() calls holding a monitor that watch() started
         self._started_by_watch = False
         self._housekeeping_passes = 0
@@ -48,10 +49,12 @@ class MonitorService:
         self._stored_unmanaged: dict[tuple[str, int], StoredProcesses] | None = None
 
     async def _housekeeping(self, monitor: Monitor) -> None:
-        """Expire reservations, mark idle holdings, show allocations in snapshots, report
-        processes fleet did not start, reconcile tasks every 30 s."""
+        """Watch hosts adopted since the last pass, expire reservations, mark idle holdings,
+        show allocations in snapshots, report processes fleet did not start, reconcile tasks
+        every 30 s."""
         from fleet.placement.idle import IdleSettings
 
+        await self._watch_adopted(monitor)
         await self.placement.expire_reservations()
         await self.placement.mark_idle(monitor.settings.section("idle", IdleSettings))
         await self._report_unmanaged(monitor)
@@ -59,6 +62,18 @@ class MonitorService:
         self._housekeeping_passes += 1
         if self._housekeeping_passes % RECONCILE_EVERY_PASSES == 1:
             await self.reconcile()
+
+    async def _watch_adopted(self, monitor: Monitor) -> None:
+        """Start watching the managed hosts the monitor's pattern selects that it does not
+        watch yet: hosts adopted (by any process) since it started."""
+        from fleet.inventory import select_hosts
+
+        managed = await self.context.hosts.refresh()
+        try:
+            selected = select_hosts(managed, self._pattern)
+        except ConfigError:  # a term of the pattern matches no host now: nothing new to add
+            return
+        await monitor.add_hosts(selected)
 
     async def _report_unmanaged(self, monitor: Monitor) -> None:
         """One `gpu_unmanaged_use` event per process fleet did not start (fleet.health.unmanaged).
@@ -122,7 +137,7 @@ class MonitorService:
             on_summary=on_summary,
             housekeeping=self._housekeeping,
         )
-        self._monitor = monitor
+        self._monitor, self._pattern = monitor, pattern
         self._stored_unmanaged = None
         try:
             await monitor.start()
