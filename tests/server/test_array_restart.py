@@ -65,7 +65,8 @@ async def test_an_array_is_driven_on_by_the_next_server(serve_lab: ServeLabFacto
     array_id = detached.json()["array_id"]
 
     async def two_running() -> bool:  # recorded running, not only started by their script
-        return [m["state"] for m in await _members(lab)][:2] == ["running"] * 2
+        members = sorted(await lab.cli.recorded_tasks(), key=lambda m: m.group_index or 0)
+        return [m.state for m in members][:2] == ["running"] * 2
 
     await _until("two members running", two_running, 60)
     assert await server.stop() == 0
@@ -79,8 +80,8 @@ async def test_an_array_is_driven_on_by_the_next_server(serve_lab: ServeLabFacto
     gate.touch()
 
     async def array_ended() -> bool:
-        return all(m["state"] in ("succeeded", "failed", "cancelled", "lost")
-                   for m in await _members(lab))
+        members = await lab.cli.recorded_tasks()
+        return len(members) == 6 and all(m.is_final for m in members)
 
     await _until("the array ended", array_ended, 120)
     members = await _members(lab)
