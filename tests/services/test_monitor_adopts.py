@@ -5,25 +5,37 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import TypeAlias
 
+import pytest
 from sqlalchemy import func, select
 
 from db.models import Gpu, GpuSample, Host
 from fleet.inventory import Inventory
 from fleet.service import Fleet, open_database
-from fleet.sim import gpus as scenarios
 from fleet.sim.build import SimTools
-from fleet.sim.gpus import write_config
 from fleet.snapshot import FleetSnapshot
 from fleet.ssh.options import SshOptions
 from tests.fixtures.sshserver import SimHostHandle, SimSshHostFactory
+from tests.services.test_one_way_in import _gpu_host
+
+Lab: TypeAlias = tuple[SimHostHandle, Inventory, SshOptions]
 
 
-async def _gpu_host(sim_ssh_host: SimSshHostFactory, sim_tools: SimTools, home: Path,
-                    name: str, count: int) -> SimHostHandle:
-    config = home / f"{name}.gpus.conf"
-    write_config(config, scenarios.idle(count, host=name))
-    return await sim_ssh_host(name, env=sim_tools.env(config))
+@pytest.fixture
+async def lab(tmp_path: Path, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools,
+              sim_ssh_options: SshOptions) -> Lab:
+    """Host `listed` (1 GPU) in the inventory and host `later` (2 GPUs) to adopt; the options
+    log in to both and pin `listed`'s key on first use (`adopt` pins `later`'s)."""
+    listed = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "listed", 1)
+    later = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "later", 2)
+    ssh_config = tmp_path / "ssh_config"  # adopted hosts authenticate like `ssh` would
+    ssh_config.write_text(f"Host 127.0.0.1\n  IdentityFile {later.spec.identity_file}\n")
+    options = dataclasses.replace(sim_ssh_options, ssh_config_files=(ssh_config,),
+                                  accept_new=True)
+    inventory = Inventory(hosts=(listed.spec,), path=None, groups={}, settings={},
+                          settings_line=None)
+    return later, inventory, options
 
 
 def _gpus_shown(snapshot: FleetSnapshot) -> dict[str, int]:
@@ -43,18 +55,8 @@ def _samples_of(database_path: Path, name: str) -> int:
 
 
 async def test_a_host_adopted_by_another_process_is_watched_and_recorded(
-    tmp_path: Path, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools,
-    sim_ssh_options: SshOptions,
-) -> None:
-    listed = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "listed", 1)
-    later = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "later", 2)
-    ssh_config = tmp_path / "ssh_config"  # adopted hosts authenticate like `ssh` would
-    ssh_config.write_text(f"Host 127.0.0.1\n  IdentityFile {later.spec.identity_file}\n")
-    # The listed host's key is pinned on first use; the adopted one's by `adopt`.
-    options = dataclasses.replace(sim_ssh_options, ssh_config_files=(ssh_config,),
-                                  accept_new=True)
-    inventory = Inventory(hosts=(listed.spec,), path=None, groups={}, settings={},
-                          settings_line=None)
+        tmp_path: Path, lab: Lab) -> None:
+    later, inventory, options = lab
     database_path = tmp_path / "fleet.db"
     watching = Fleet(open_database(str(database_path)), inventory, options)
     adopting = Fleet(open_database(str(database_path)), inventory, options)  # another process
@@ -84,18 +86,8 @@ async def test_a_host_adopted_by_another_process_is_watched_and_recorded(
 
 
 async def test_a_monitor_of_a_pattern_leaves_out_adopted_hosts_it_does_not_select(
-    tmp_path: Path, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools,
-    sim_ssh_options: SshOptions,
-) -> None:
-    listed = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "listed", 1)
-    later = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "later", 1)
-    ssh_config = tmp_path / "ssh_config"
-    ssh_config.write_text(f"Host 127.0.0.1\n  IdentityFile {later.spec.identity_file}\n")
-    # The listed host's key is pinned on first use; the adopted one's by `adopt`.
-    options = dataclasses.replace(sim_ssh_options, ssh_config_files=(ssh_config,),
-                                  accept_new=True)
-    inventory = Inventory(hosts=(listed.spec,), path=None, groups={}, settings={},
-                          settings_line=None)
+        tmp_path: Path, lab: Lab) -> None:
+    later, inventory, options = lab
     fleet = Fleet(open_database(str(tmp_path / "fleet.db")), inventory, options)
     try:
         monitor = await fleet.monitor_service.start_monitor("listed")
