@@ -66,7 +66,8 @@ async def test_host_down_mid_task_becomes_lost(dispatch_lab: LabFactory) -> None
 
     early = await _tasks(lab, "--lost-after", "30s")
     assert early[0]["state"] == "running"  # unreachable, but not for long enough yet
-    await asyncio.sleep(2.2)
+    # Contact times are whole seconds: 3.2 s after the start are at least 3 s > the 2 s bound.
+    await asyncio.sleep(3.2)
     (task,) = await _tasks(lab, "--lost-after", "2s")
 
     assert task["state"] == "lost"
