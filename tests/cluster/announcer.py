@@ -90,10 +90,15 @@ class Announcer:
                 log_tail = self.log_path.read_text(errors="replace").strip()[-2000:]
                 raise RuntimeError(f"{self.host_name}: mDNS announcer exited: {log_tail}")
 
+    def request_stop(self) -> None:
+        """SIGTERM without waiting: the announcer starts saying goodbye (see `stop`)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
     def stop(self) -> None:
         """SIGTERM (the announcer says goodbye), SIGKILL if it does not exit in time; reaps it."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.request_stop()
             try:
                 self.process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:

@@ -119,6 +119,11 @@ class ClusterHost:
         assert self.announcer is not None
         self.announcer.wait_ready(deadline)
 
+    def request_announcer_stop(self) -> None:
+        """SIGTERM to the announcer without waiting; `stop_announcer` then waits for it."""
+        if self.announcer is not None:
+            self.announcer.request_stop()
+
     def stop_announcer(self) -> None:
         """SIGTERM: the announcer sends goodbye packets, so browsers see the host leave at once."""
         if self.announcer is not None:

@@ -89,6 +89,8 @@ class Cluster:
         """Stops announcers (goodbye), kills every process in the hosts, deletes the network."""
         if self.closed:
             return
+        for host in self.hosts:  # all say goodbye at once (~0.3 s each), then are reaped
+            host.request_announcer_stop()
         for host in self.hosts:
             host.stop_announcer()
         self.closing = True
