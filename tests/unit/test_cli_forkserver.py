@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.cli import FleetCli, fork_server
+from tests.fixtures.cli_forkserver import ForkServer
 
 
 async def test_output_and_exit_codes_match_a_fresh_interpreter(fleet_cli: FleetCli) -> None:
@@ -75,3 +76,20 @@ def test_commands_that_set_the_loaders_variables_get_a_fresh_interpreter() -> No
     assert server.serves({**env, "FLEET_DB": "/elsewhere.db"})
     assert not server.serves({**env, "LD_LIBRARY_PATH": "/opt/sim/lib"})
     assert not server.serves({**env, "LD_PRELOAD": "/opt/sim/lib/libfake.so"})
+
+
+async def test_stopping_the_server_kills_the_commands_still_running(fleet_cli: FleetCli) -> None:
+    server = ForkServer.start(dict(os.environ))
+    running = asyncio.ensure_future(server.run(
+        ["serve", "--socket", str(fleet_cli.runtime_dir() / "k.sock")], fleet_cli.env(),
+        fleet_cli.home, timeout=60))
+    children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+    for _ in range(200):  # bounded: ~10 s for the fork
+        if children.read_text().split():
+            break
+        await asyncio.sleep(0.05)
+    (pid,) = (int(word) for word in children.read_text().split())
+    await asyncio.to_thread(server.stop)
+    assert not Path(f"/proc/{pid}").exists()
+    with pytest.raises(RuntimeError, match="ended before its child"):
+        await running
