@@ -93,3 +93,17 @@ async def test_stopping_the_server_kills_the_commands_still_running(fleet_cli: F
     assert not Path(f"/proc/{pid}").exists()
     with pytest.raises(RuntimeError, match="ended before its child"):
         await running
+
+
+async def test_a_childs_local_time_follows_its_tz(fleet_cli: FleetCli) -> None:
+    """A local --since is read in the TZ set for that command, as in a fresh interpreter."""
+    args = ("--json", "history", "gpus", "--since", "2026-12-01 00:00",
+            "--until", "2026-12-01 01:00")
+    since = {}
+    for zone in ("UTC", "Asia/Kolkata", "UTC"):
+        forked = await fleet_cli.run_forked(*args, env={"TZ": zone})
+        fresh = await fleet_cli.run_exec(*args, env={"TZ": zone})
+        assert forked.returncode == fresh.returncode == 0, (forked.stderr, fresh.stderr)
+        assert forked.json() == fresh.json(), zone
+        since[zone] = forked.json()["since"]
+    assert since["UTC"] - since["Asia/Kolkata"] == 5.5 * 3600
