@@ -1,29 +1,38 @@
-"""Finding, opening and migrating the fleet database; hands out sessions. Nothing runs at import."""
+"""Finding, opening and migrating the fleet database; hands out sessions and readers.
+
+Importing this loads no SQLAlchemy, and neither does opening an SQLite file that is already at
+this code's schema and only reading it (`Database.reader`): a short read-only command pays
+for the stdlib driver alone. The engine (db.connect) is made on the first session, and always
+when the database has to be created or migrated or is not a plain SQLite file.
+"""
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from typing import TYPE_CHECKING
 
 from db.errors import DatabaseError, ReadOnlyDatabase
-from db.migrate import MigrationError, current_revision, head_revision, upgrade_to_head
+from db.migrate import HEAD_REVISION
+from db.sql import SessionReader, SqliteReader, SqlReader
 from db.sqlite import (
-    apply_pragmas,
+    SqliteFile,
+    plain_sqlite_path,
     prepare_sqlite_file,
+    read_only_file,
     read_only_reason,
-    read_only_url,
-    sqlite_file_path,
+    schema_revision,
+    sqlite_url,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session, sessionmaker
 
 DATABASE_URL_ENV = "FLEET_DB"
 
@@ -38,50 +47,71 @@ def default_database_path() -> Path:
 
 def default_database_url() -> str:
     """The SQLite URL of the default database file."""
-    return _sqlite_url(default_database_path())
+    return sqlite_url(str(default_database_path()))
 
 
 def resolve_database_url(url: str | None) -> str:
     """`url` if given, else $FLEET_DB, else the default; a bare path means an SQLite file there."""
     chosen = url or os.environ.get(DATABASE_URL_ENV) or default_database_url()
     if "://" not in chosen:
-        return _sqlite_url(Path(chosen).expanduser().resolve())
+        return sqlite_url(str(Path(chosen).expanduser().resolve()))
     return chosen
 
 
-def _sqlite_url(path: Path) -> str:
-    """The SQLite URL of the file `path`, `?`, `#` and `%` in its name escaped."""
-    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
-
-
-def _display(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
-
-
 class Database:
-    """An open fleet database: its engine, URL and a session factory (expire_on_commit=False).
+    """An open fleet database: its URL, an engine and session factory made on first use
+    (expire_on_commit=False), and readers for plain-SQL reads (db.sql).
 
-    `read_only_file` is the SQLite file when it was opened for reading only (this user cannot
-    write it), `read_only_reason` says why; every write then fails with ReadOnlyDatabase.
-    `fence`, when set (a controller pair's leader, see db.leadership), runs first in every
-    session and refuses it (raising) once this process may no longer write.
+    `sqlite` is set for an SQLite file: readers then use the stdlib driver on a small pool of
+    its own connections, whether or not an engine exists. `read_only_file` is the SQLite file
+    when it was opened for reading only (this user cannot write it), `read_only_reason` says
+    why; every write then fails with ReadOnlyDatabase. `fence`, when set (a controller pair's
+    leader, see db.leadership), runs first in every session and refuses it (raising) once this
+    process may no longer write.
     """
 
     def __init__(
         self,
-        engine: Engine,
         url: str,
         *,
+        engine: Engine | None = None,
+        display_url: str | None = None,
+        sqlite: SqliteFile | None = None,
         read_only_file: Path | None = None,
         read_only_reason: str = "",
     ) -> None:
-        self.engine = engine
         self.url = url
+        self.display_url = display_url or url
+        self.sqlite = sqlite
         self.read_only_file = read_only_file
         self.read_only_reason = read_only_reason
-        self.display_url = _display(make_url(url)) if read_only_file else _display(engine.url)
-        self.sessionmaker: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
         self.fence: Callable[[Session], None] | None = None
+        self._engine = engine
+        self._sessionmaker: sessionmaker[Session] | None = None
+        self._lock = threading.Lock()
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._closed = False
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine, made on first use."""
+        with self._lock:
+            if self._engine is None:
+                from db.connect import create_engine_for
+
+                url = (self.sqlite.engine_url if self.sqlite is not None else None) or self.url
+                self._engine = create_engine_for(url, self.display_url,
+                                                 read_only=self.read_only_file is not None)
+            return self._engine
+
+    @property
+    def sessionmaker(self) -> sessionmaker[Session]:
+        """The session factory (expire_on_commit=False), made on first use."""
+        if self._sessionmaker is None:
+            from sqlalchemy.orm import sessionmaker
+
+            self._sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        return self._sessionmaker
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -90,6 +120,8 @@ class Database:
         Driver errors (locked, disk full, constraint violations) surface as DatabaseError with
         the original exception chained.
         """
+        from sqlalchemy.exc import DBAPIError
+
         with self.sessionmaker() as session:
             try:
                 if self.fence is not None:
@@ -107,9 +139,75 @@ class Database:
                 session.rollback()
                 raise
 
+    @contextmanager
+    def reader(self) -> Iterator[SqlReader]:
+        """A reader whose statements see one consistent snapshot of the database.
+
+        An SQLite file is read with the stdlib driver (no SQLAlchemy), other databases through
+        an engine connection. Driver errors surface as DatabaseError naming the database.
+        """
+        if self.sqlite is None:
+            with self._engine_reader() as reader:
+                yield reader
+            return
+        connection = self._take_reader()
+        finished = False
+        try:
+            connection.execute("BEGIN")
+            yield SqliteReader(connection)
+            finished = True
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"database error on {self.display_url}: {exc}") from exc
+        finally:
+            self._give_back_reader(connection, commit=finished)
+
+    @contextmanager
+    def _engine_reader(self) -> Iterator[SqlReader]:
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            with self.engine.connect() as connection:
+                yield SessionReader(connection)
+        except DBAPIError as exc:
+            raise DatabaseError(f"database error on {self.display_url}: {exc.orig}") from exc
+
+    def _take_reader(self) -> sqlite3.Connection:
+        assert self.sqlite is not None
+        with self._lock:
+            if self._idle_readers:
+                return self._idle_readers.pop()
+        try:
+            return self.sqlite.connect_reader()
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"cannot open database {self.display_url}: {exc}") from exc
+
+    def _give_back_reader(self, connection: sqlite3.Connection, *, commit: bool) -> None:
+        """End the block's transaction (COMMIT after a block that finished, else ROLLBACK) and
+        keep the connection for the next reader; one that cannot end it is closed instead."""
+        try:
+            if connection.in_transaction:
+                connection.execute("COMMIT" if commit else "ROLLBACK")
+        except sqlite3.Error as exc:
+            connection.close()
+            if commit:  # a failed block is already raising its own error
+                raise DatabaseError(f"database error on {self.display_url}: {exc}") from exc
+            return
+        with self._lock:
+            if not self._closed:
+                self._idle_readers.append(connection)
+                return
+        connection.close()
+
     def close(self) -> None:
-        """Close every pooled connection."""
-        self.engine.dispose()
+        """Close every pooled connection (the engine's and the readers')."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle_readers = self._idle_readers, []
+            engine = self._engine
+        for connection in idle:
+            connection.close()
+        if engine is not None:
+            engine.dispose()
 
     def __enter__(self) -> Database:
         return self
@@ -132,35 +230,47 @@ def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
     the file is not a database, or migrating fails.
     """
     resolved = resolve_database_url(url)
-    try:
-        parsed = make_url(resolved)
-    except ArgumentError as exc:
-        raise DatabaseError(f"invalid database URL {resolved!r}: {exc}") from exc
-    shown = _display(parsed)
-    sqlite_path = sqlite_file_path(parsed)
-    reason = None if sqlite_path is None else read_only_reason(sqlite_path)
-    if sqlite_path is not None and reason is not None:
-        return open_read_only(sqlite_path, resolved, reason)
-    if sqlite_path is not None:
-        try:
-            prepare_sqlite_file(sqlite_path)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise DatabaseError(f"cannot create database file {sqlite_path}: {reason}") from exc
-    engine = _create_engine(parsed, shown)
-    try:
+    database = plain_sqlite_path(resolved)
+    if database is not None:
+        path = Path(database)
+        reason = read_only_reason(path)
+        if reason is not None:
+            return open_read_only(path, resolved, reason)
         if migrate:
-            upgrade_to_head(engine)
-        else:
-            with engine.connect():
-                pass
-    except DBAPIError as exc:
-        engine.dispose()
-        raise DatabaseError(f"cannot open database {shown}: {exc.orig}") from exc
-    except (SQLAlchemyError, MigrationError) as exc:
-        engine.dispose()
-        raise DatabaseError(f"cannot migrate database {shown}: {exc}") from exc
-    return Database(engine, parsed.render_as_string(hide_password=False))
+            current = _open_current_sqlite(path, resolved)
+            if current is not None:
+                return current
+    from db.connect import open_with_engine
+
+    return open_with_engine(resolved, migrate=migrate)
+
+
+def _open_current_sqlite(path: Path, url: str) -> Database | None:
+    """The SQLite file at `url`, opened without SQLAlchemy when it exists and is at this
+    code's schema; None otherwise (creating, migrating and every error are left to the engine
+    path, which reports them as before)."""
+    if not path.is_file():
+        return None
+    try:
+        prepare_sqlite_file(path)
+    except OSError:
+        return None
+    sqlite = SqliteFile(Path(os.path.abspath(path)))
+    try:
+        connection = sqlite.connect_reader()
+    except sqlite3.Error:
+        return None
+    try:
+        revision = schema_revision(connection)
+    except sqlite3.Error:
+        connection.close()
+        return None
+    if revision != HEAD_REVISION:
+        connection.close()
+        return None
+    database = Database(url, sqlite=sqlite)
+    database._idle_readers.append(connection)
+    return database
 
 
 def open_read_only(path: Path, url: str, reason: str) -> Database:
@@ -170,27 +280,23 @@ def open_read_only(path: Path, url: str, reason: str) -> Database:
     Raises DatabaseError when the file cannot be read as a database, and ReadOnlyDatabase when
     its schema is not the one this code reads (it would need a migration, which is a write).
     """
-    shown = f"{path} (read-only)"
     try:
-        url_read_only = read_only_url(path)
+        sqlite = read_only_file(path)
+        connection = sqlite.connect_reader()
+        try:
+            revision = schema_revision(connection)
+        finally:
+            connection.close()
     except sqlite3.Error as exc:
         raise DatabaseError(f"cannot read database file {path} (read-only): {exc}") from exc
-    engine = _create_engine(url_read_only, shown, read_only=True)
-    try:
-        with engine.connect() as connection:
-            revision = current_revision(connection)
-    except DBAPIError as exc:
-        engine.dispose()
-        raise DatabaseError(f"cannot read database file {path} (read-only): {exc.orig}") from exc
-    if revision != head_revision():
-        engine.dispose()
+    if revision != HEAD_REVISION:
         found = "no fleet schema" if revision is None else f"schema revision {revision}"
         raise ReadOnlyDatabase(
             f"database file {path} is read-only for this user ({reason}) and has {found}, but "
-            f"this fleet reads revision {head_revision()}; any fleet command run once by a user "
+            f"this fleet reads revision {HEAD_REVISION}; any fleet command run once by a user "
             "who can write it (e.g. `fleet db check`) migrates it"
         )
-    return Database(engine, url, read_only_file=path, read_only_reason=reason)
+    return Database(url, sqlite=sqlite, read_only_file=path, read_only_reason=reason)
 
 
 def read_only_error(path: Path, reason: str, detail: object) -> ReadOnlyDatabase:
@@ -200,48 +306,3 @@ def read_only_error(path: Path, reason: str, detail: object) -> ReadOnlyDatabase
         f"holds but cannot record anything in it ({detail}); use a writable copy (--db FILE) or "
         "ask its owner"
     )
-
-
-# What to install when the DBAPI module a URL needs is missing, by module name.
-_DRIVER_HINTS = {
-    "psycopg": "pip install 'fleet[postgresql]' (psycopg 3; URL postgresql+psycopg://USER@HOST/DB)",
-    "psycopg2": "pip install psycopg2-binary, or pip install 'fleet[postgresql]' and write the "
-    "URL as postgresql+psycopg://USER@HOST/DB",
-    "pg8000": "pip install pg8000",
-    "MySQLdb": "pip install pymysql and write the URL as mysql+pymysql://USER:PASSWORD@HOST/DB "
-    "(or pip install mysqlclient for mysql://)",
-    "pymysql": "pip install pymysql",
-    "mysql": "pip install mysql-connector-python",
-    "mariadb": "pip install mariadb",
-}
-
-
-def _missing_driver(exc: ImportError, shown: str) -> DatabaseError:
-    """A DatabaseError saying which package provides the DBAPI module that failed to import."""
-    module = (exc.name or "").split(".")[0]
-    hint = _DRIVER_HINTS.get(module)
-    if hint is None:
-        return DatabaseError(f"cannot use database URL {shown}: {exc}")
-    return DatabaseError(
-        f"cannot use database URL {shown}: its driver module {module!r} is not installed; "
-        f"install it with: {hint}"
-    )
-
-
-def _create_engine(url: URL, shown: str, *, read_only: bool = False) -> Engine:
-    """An engine for `url`; SQLite connections get fleet's pragmas as they are opened."""
-    is_sqlite = url.get_backend_name() == "sqlite"
-    connect_args: dict[str, Any] = {"check_same_thread": False} if is_sqlite else {}
-    try:
-        engine = create_engine(url, connect_args=connect_args)
-    except ImportError as exc:
-        raise _missing_driver(exc, shown) from exc
-    except (ArgumentError, NoSuchModuleError) as exc:
-        raise DatabaseError(f"cannot use database URL {shown}: {exc}") from exc
-    if is_sqlite:
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            apply_pragmas(dbapi_connection, foreign_keys=True, read_only=read_only)
-
-    return engine

@@ -11,15 +11,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import create_engine, event, inspect, text
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
-
 from db.sqlite import apply_pragmas
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.exc import OperationalError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # The newest revision in MIGRATIONS_DIR, so that opening a current database needs no Alembic
@@ -59,6 +56,8 @@ def script_head_revision() -> str | None:
 
 def current_revision(connection: Connection) -> str | None:
     """The revision the database is at, or None if it was never migrated."""
+    from sqlalchemy import inspect, text
+
     if not inspect(connection).has_table("alembic_version"):
         return None
     versions = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
@@ -77,6 +76,8 @@ def upgrade_to_head(engine: Engine) -> None:
     Retries, within LOCKED_RETRY_DEADLINE_S, when SQLite reports the database locked by another
     process that is migrating at the same moment.
     """
+    from sqlalchemy.exc import OperationalError
+
     deadline = time.monotonic() + LOCKED_RETRY_DEADLINE_S
     attempt = 0
     while True:
@@ -104,6 +105,8 @@ def _is_lock_error(exc: OperationalError) -> bool:
 
 def _upgrade_locked(engine: Engine) -> None:
     """Run `alembic upgrade head` inside one transaction that excludes other migrators."""
+    from sqlalchemy import text
+
     if engine.dialect.name == "sqlite":
         migration_engine = _sqlite_migration_engine(engine)
         try:
@@ -137,6 +140,9 @@ def _run_upgrade(connection: Connection) -> None:
 
 def _sqlite_migration_engine(engine: Engine) -> Engine:
     """A one-connection engine whose transactions start with BEGIN IMMEDIATE (the write lock)."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import NullPool
+
     migration_engine = create_engine(engine.url, poolclass=NullPool)
 
     @event.listens_for(migration_engine, "connect")

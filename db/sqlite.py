@@ -1,20 +1,49 @@
-"""SQLite specifics: which URLs name a file, creating it privately, read-only opens, pragmas."""
+"""SQLite specifics: which URLs name a file, creating it privately, read-only opens, pragmas.
+
+Nothing here imports SQLAlchemy: a command that only reads an SQLite file opens it with these
+and the stdlib driver.
+"""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
-from sqlalchemy.engine import URL, make_url
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
+# The URL prefix of an SQLite file database: `sqlite://` + `/` + the file's path, quoted.
+SQLITE_URL_PREFIX = "sqlite:///"
 BUSY_TIMEOUT_MS = 10_000
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 SIDE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def sqlite_url(database: str) -> str:
+    """The URL of the SQLite database `database` (a path), as SQLAlchemy renders it: the path
+    percent-quoted except spaces, `+` and `/` (a test holds the two to the same text)."""
+    return SQLITE_URL_PREFIX + quote(database, safe=" +/")
+
+
+def plain_sqlite_path(url: str) -> str | None:
+    """The file a plain SQLite URL (`sqlite:///PATH`, no driver, no query) names, unquoted;
+    None for any other URL and for in-memory databases.
+
+    These are the URLs fleet writes itself (sqlite_url); other forms are left to SQLAlchemy's
+    own parser (sqlite_file_path), which reads these the same way (tested).
+    """
+    if not url.startswith(SQLITE_URL_PREFIX) or "?" in url:
+        return None
+    database = unquote(url[len(SQLITE_URL_PREFIX):])
+    if not database or database == ":memory:" or database.startswith("~"):
+        return None  # `~` is expanded by fleet's file checks but not by the driver: leave it
+    return database
 
 
 def sqlite_file_path(url: URL) -> Path | None:
@@ -80,12 +109,47 @@ def read_only_reason(path: Path) -> str | None:
     return "this user cannot create files in its directory, where SQLite keeps its -wal/-shm files"
 
 
-def read_only_url(path: Path) -> URL:
-    """An SQLite URI URL that opens `path` for reading only (`mode=ro`, never created).
+@dataclass(frozen=True)
+class SqliteFile:
+    """One fleet database file as the stdlib driver opens it: by path, or (read-only) by a
+    `file:` URI with `mode=ro` or `immutable=1`."""
+
+    path: Path  # absolute, as the driver opens it
+    read_only_uri: str | None = None
+
+    @property
+    def engine_url(self) -> str | None:
+        """The SQLAlchemy URL of a read-only open (None: the database's own URL serves)."""
+        if self.read_only_uri is None:
+            return None
+        return f"{SQLITE_URL_PREFIX}{self.read_only_uri}&uri=true"
+
+    def connect_reader(self) -> sqlite3.Connection:
+        """A connection for reading only: autocommit (each block of reads opens its own
+        transaction), waits out a writer's lock, refuses writes itself (`query_only`), and may
+        be handed between threads (a pool gives it to one at a time)."""
+        if self.read_only_uri is None:
+            connection = sqlite3.connect(self.path, isolation_level=None,
+                                         check_same_thread=False)
+        else:
+            connection = sqlite3.connect(self.read_only_uri, uri=True, isolation_level=None,
+                                         check_same_thread=False)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA query_only = ON")
+        except sqlite3.Error:
+            connection.close()
+            raise
+        return connection
+
+
+def read_only_file(path: Path) -> SqliteFile:
+    """`path` opened for reading only (`mode=ro`, never created).
 
     A WAL database read this way needs its -shm side file, or a directory where SQLite may
-    create it; when neither is there (a read-only mount of a cleanly closed database), the URL
-    opens the file as immutable instead, which reads it without any locking or side file.
+    create it; when neither is there (a read-only mount of a cleanly closed database), the file
+    is opened as immutable instead, which reads it without any locking or side file.
+    Raises sqlite3.Error when the file cannot be read as a database.
     """
     target = f"file:{quote(str(path.resolve()))}"
     mode = "mode=ro"
@@ -99,7 +163,20 @@ def read_only_url(path: Path) -> URL:
         if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
             raise
         mode = "immutable=1"
-    return make_url(f"sqlite:///{target}?{mode}&uri=true")
+    return SqliteFile(path, f"{target}?{mode}")
+
+
+def schema_revision(connection: sqlite3.Connection) -> str | None:
+    """The Alembic revision an SQLite database is at (as db.migrate.current_revision reads
+    it), or None when it was never migrated."""
+    has_table = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+    ).fetchone()
+    if has_table is None:
+        return None
+    versions = [str(version)
+                for (version,) in connection.execute("SELECT version_num FROM alembic_version")]
+    return ",".join(sorted(versions)) or None
 
 
 def apply_pragmas(dbapi_connection: Any, *, foreign_keys: bool, read_only: bool = False) -> None:

@@ -17,14 +17,6 @@ def mark_checked(session: Session, task_id: int, now: int) -> None:
     session.execute(update(Task).where(Task.id == task_id).values(checked_at=now))
 
 
-def checked_at(session: Session, task_ids: Sequence[int]) -> dict[int, int | None]:
-    """When each task's host last answered a check (None if never)."""
-    if not task_ids:
-        return {}
-    query = select(Task.id, Task.checked_at).where(Task.id.in_(list(task_ids)))
-    return {task_id: value for task_id, value in session.execute(query)}
-
-
 def peak_memory_used(
     session: Session, gpu_ids: Sequence[int], since: int, until: int
 ) -> int | None:

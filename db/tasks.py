@@ -1,8 +1,7 @@
-"""Task rows: creating tasks, moving them between states (compare-and-set), listing and reading.
+"""Task rows: creating tasks and moving them between states (compare-and-set).
 
-Times are integer epoch seconds. A task's GPUs are the GPUs of its allocations (active or
-released), so a finished task still shows where it ran. `finish_task` ends a task and releases
-its allocations in the same transaction, so a final task never holds a GPU.
+Times are integer epoch seconds. `finish_task` ends a task and releases its allocations in the
+same transaction, so a final task never holds a GPU. Reading tasks back is db.task_reads.
 """
 
 from __future__ import annotations
@@ -11,13 +10,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from db.allocations import release_allocations
-from db.models import Allocation, Gpu, Host, Task
-from db.rows import TaskGpu, TaskRow
-from db.types import ACTIVE_TASK_STATES, FINAL_TASK_STATES, TASK_STATES, TaskState
+from db.models import Task
+from db.task_reads import check_state
+from db.types import ACTIVE_TASK_STATES, FINAL_TASK_STATES, TaskState
 
 GroupKind = Literal["gang", "array"]
 GROUP_KINDS: tuple[GroupKind, ...] = ("gang", "array")
@@ -53,7 +52,7 @@ def create_task(
     member leaves `group_id` None and becomes the group (its own id), the others pass it.
     Raises ValueError for an unknown state or group kind, or a negative GPU count.
     """
-    _check_state(state)
+    check_state(state)
     if gpus_requested < 0:
         raise ValueError(f"a task cannot request {gpus_requested} GPUs")
     if group_kind is not None and group_kind not in GROUP_KINDS:
@@ -88,12 +87,6 @@ def set_group_checked(session: Session, group_id: int, checked_at: int) -> None:
                     .values(checked_at=checked_at))
 
 
-def group_members(session: Session, group_id: int) -> list[TaskRow]:
-    """The members of a gang or array, by rank or index (empty when there is no such group)."""
-    return _rows(session, select(Task, Host.name).outerjoin(Host, Host.id == Task.host_id)
-                 .where(Task.group_id == group_id).order_by(Task.group_index, Task.id))
-
-
 def update_task(
     session: Session,
     task_id: int,
@@ -114,11 +107,11 @@ def update_task(
         raise ValueError(f"update_task cannot set {sorted(unknown)}")
     values = dict(changes)
     if "state" in values:
-        _check_state(values["state"])
+        check_state(values["state"])
     if "constraints" in values:
         values["constraints_json"] = json.dumps(dict(values.pop("constraints")), sort_keys=True)
     for state in from_states or ():
-        _check_state(state)
+        check_state(state)
     if not values:
         current = _state(session, task_id)
         if current is None:
@@ -175,123 +168,5 @@ def finish_task(
     return True
 
 
-def get_task(session: Session, task_id: int) -> TaskRow | None:
-    """The task with this id (with its GPUs), or None."""
-    rows = _rows(session, select(Task, Host.name).outerjoin(Host, Host.id == Task.host_id)
-                 .where(Task.id == task_id))
-    return rows[0] if rows else None
-
-
-def list_tasks(
-    session: Session,
-    *,
-    states: Sequence[str] | None = None,
-    owner: str | None = None,
-    host: str | None = None,
-    since: int | None = None,
-    limit: int | None = None,
-) -> list[TaskRow]:
-    """Tasks (optionally in `states`, of `owner`, on `host`, submitted at or after `since`).
-
-    Ordered oldest first; `limit` keeps the newest ones. Raises ValueError for an unknown state.
-    """
-    query = select(Task, Host.name).outerjoin(Host, Host.id == Task.host_id)
-    if states is not None:
-        for state in states:
-            _check_state(state)
-        query = query.where(Task.state.in_(list(states)))
-    if owner is not None:
-        query = query.where(Task.owner == owner)
-    if host is not None:
-        query = query.where(Host.name == host)
-    if since is not None:
-        query = query.where(Task.submitted_at >= since)
-    query = query.order_by(Task.id.desc())
-    if limit is not None:
-        query = query.limit(limit)
-    return list(reversed(_rows(session, query)))
-
-
-def queued_tasks(session: Session, *, limit: int | None = None) -> list[TaskRow]:
-    """Tasks waiting in the queue, in the order they should start: priority (high first), FIFO."""
-    query = (
-        select(Task, Host.name)
-        .outerjoin(Host, Host.id == Task.host_id)
-        .where(Task.state == "queued")
-        .order_by(Task.priority.desc(), Task.submitted_at, Task.id)
-    )
-    if limit is not None:
-        query = query.limit(limit)
-    return _rows(session, query)
-
-
-def count_tasks_by_state(session: Session) -> dict[str, int]:
-    """How many tasks are in each state (states with none are left out)."""
-    query = select(Task.state, func.count()).group_by(Task.state)
-    return {state: int(count) for state, count in session.execute(query)}
-
-
-def task_gpus(session: Session, task_ids: Sequence[int]) -> dict[int, tuple[TaskGpu, ...]]:
-    """Each task's allocated GPUs (active and released), ordered by host GPU index."""
-    if not task_ids:
-        return {}
-    query = (
-        select(Allocation, Gpu.idx, Gpu.uuid, Host.name)
-        .join(Gpu, Gpu.id == Allocation.gpu_id)
-        .join(Host, Host.id == Gpu.host_id)
-        .where(Allocation.task_id.in_(list(task_ids)))
-        .order_by(Allocation.task_id, Gpu.idx, Allocation.id)
-    )
-    found: dict[int, list[TaskGpu]] = {}
-    for allocation, idx, uuid, host_name in session.execute(query):
-        assert allocation.task_id is not None  # the WHERE clause guarantees it
-        found.setdefault(allocation.task_id, []).append(TaskGpu(
-            allocation_id=allocation.id, gpu_id=allocation.gpu_id, host=host_name, idx=idx,
-            uuid=uuid, active=allocation.released_at is None,
-        ))
-    return {task_id: tuple(gpus) for task_id, gpus in found.items()}
-
-
-def _rows(session: Session, query: Any) -> list[TaskRow]:
-    pairs = list(session.execute(query))
-    gpus = task_gpus(session, [task.id for task, _host in pairs])
-    return [_task_row(task, host_name, gpus.get(task.id, ())) for task, host_name in pairs]
-
-
-def _task_row(task: Task, host_name: str | None, gpus: tuple[TaskGpu, ...]) -> TaskRow:
-    return TaskRow(
-        id=task.id,
-        name=task.name,
-        script=task.script,
-        args=tuple(str(arg) for arg in json.loads(task.args_json)),
-        host_id=task.host_id,
-        host=host_name,
-        state=task.state,
-        exit_code=task.exit_code,
-        gpus_requested=task.gpus_requested,
-        constraints=dict(json.loads(task.constraints_json)),
-        priority=task.priority,
-        owner=task.owner,
-        remote_dir=task.remote_dir,
-        remote_pid=task.remote_pid,
-        submitted_at=task.submitted_at,
-        started_at=task.started_at,
-        ended_at=task.ended_at,
-        error=task.error,
-        gpu_seconds=task.gpu_seconds,
-        peak_memory_bytes=task.peak_memory_bytes,
-        gpus=gpus,
-        timed_out=bool(task.timed_out),
-        group_id=task.group_id,
-        group_kind=task.group_kind,
-        group_index=task.group_index,
-    )
-
-
 def _state(session: Session, task_id: int) -> str | None:
     return session.scalar(select(Task.state).where(Task.id == task_id))
-
-
-def _check_state(state: object) -> None:
-    if state not in TASK_STATES:
-        raise ValueError(f"unknown task state {state!r}; expected one of {TASK_STATES}")

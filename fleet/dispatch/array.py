@@ -196,7 +196,7 @@ async def run_array(context: FleetContext, placement: PlacementService, spec: Ar
         if left:
             with contextlib.suppress(FleetError):
                 await asyncio.shield(cancel_members(context, left, 1.0))
-    return await context.read("read the array", lambda session: _members(session, array_id))
+    return await _members(context, array_id)
 
 
 async def resume_ids(context: FleetContext, array_id: int,
@@ -208,10 +208,12 @@ async def resume_ids(context: FleetContext, array_id: int,
     Its next queued member gets a heartbeat now, so that the reconciler keeps the array's
     queued members until the driver runs (its members' own heartbeats take over from there).
     """
+    from db.sql import SessionReader
+    from db.task_reads import group_members
     from db.task_runs import mark_checked
 
     def read(session: Session) -> list[int] | None:
-        rows = _members(session, array_id)
+        rows = group_members(SessionReader(session), array_id)
         by_index = {row.group_index: row for row in rows
                     if row.group_kind == "array" and row.group_index is not None}
         if sorted(by_index) != sorted(member.index for member in members):
@@ -233,14 +235,13 @@ def _said(ending: Ending) -> str:
 
 
 async def _unfinished(context: FleetContext, array_id: int) -> list[int]:
-    rows = await context.read("read the array", lambda session: _members(session, array_id))
-    return [row.id for row in rows if not row.is_final]
+    return [row.id for row in await _members(context, array_id) if not row.is_final]
 
 
-def _members(session: Session, array_id: int) -> list[TaskRow]:
-    from db.tasks import group_members
+async def _members(context: FleetContext, array_id: int) -> list[TaskRow]:
+    from db.task_reads import group_members
 
-    return group_members(session, array_id)
+    return await context.query("read the array", lambda reader: group_members(reader, array_id))
 
 
 def array_summary(rows: Sequence[TaskRow]) -> tuple[str, int]:

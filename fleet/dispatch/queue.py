@@ -66,8 +66,9 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
     """The live queued tasks ahead of `task_id` in the queue's order (and refresh its
     heartbeat); a task its owner's limit holds back is not ahead (it cannot claim)."""
     from db.allocations import held_by_owners
+    from db.sql import SessionReader
+    from db.task_reads import get_task
     from db.task_runs import held_since, mark_checked, queued_tasks
-    from db.tasks import get_task
     from fleet.dispatch.fair_share import decayed_gpu_hours, horizon_s, queue_order
     from fleet.placement.request import PlacementRequest
 
@@ -88,7 +89,8 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
             usage = decayed_gpu_hours(history, now, half_life)
         order = queue_order(queued, usage)
         position = next((i for i, task in enumerate(order) if task.id == task_id), len(order))
-        rows = [get_task(session, task.id) for task in order[:position]]
+        reader = SessionReader(session)
+        rows = [get_task(reader, task.id) for task in order[:position]]
         held = held_by_owners(session, sorted({task.owner for task in queued}))
     requests = []
     for row in rows:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from db.types import ACTIVE_TASK_STATES
 from fleet.dispatch import records
 from fleet.dispatch.ending import (
     DEFAULT_LOST_AFTER_S,
@@ -55,12 +56,11 @@ class _Active:
 
 
 def _active_rows(context: FleetContext) -> list[_Active]:
-    from db.task_runs import checked_at
-    from db.tasks import list_tasks
+    from db.task_reads import last_checks, list_tasks
 
-    with context.database.session() as session:
-        rows = list_tasks(session, states=("queued", "placing", "starting", "running"))
-        beats = checked_at(session, [row.id for row in rows])
+    with context.database.reader() as reader:
+        rows = list_tasks(reader, states=ACTIVE_TASK_STATES)
+        beats = last_checks(reader, [row.id for row in rows])
     return [_Active(row, beats.get(row.id)) for row in rows]
 
 
@@ -119,10 +119,10 @@ async def _end_broken_gangs(context: FleetContext, gang_ids: set[int | None],
     """Cancel the running members of gangs one of whose members ended badly, or whose rank 0
     succeeded (a detached gang has no dispatcher to do it; for a followed one this races it
     harmlessly)."""
-    from db.tasks import group_members
+    from db.task_reads import group_members
 
     for gang_id in sorted(gid for gid in gang_ids if gid is not None):
-        members = await context.read("read the gang", partial(group_members, group_id=gang_id))
+        members = await context.query("read the gang", partial(group_members, group_id=gang_id))
         leader_done = bool(members) and members[0].group_index == 0 and \
             members[0].state == "succeeded"
         if leader_done or any(m.is_final and m.state != "succeeded" for m in members):
@@ -130,8 +130,8 @@ async def _end_broken_gangs(context: FleetContext, gang_ids: set[int | None],
 
             active = [m.id for m in members if not m.is_final]
             await cancel_members(context, active, DEFAULT_GANG_GRACE_S)
-            for member in await context.read("read the gang",
-                                             partial(group_members, group_id=gang_id)):
+            for member in await context.query("read the gang",
+                                              partial(group_members, group_id=gang_id)):
                 if member.id in active and member.is_final:
                     report.ended[member.id] = member.state
 

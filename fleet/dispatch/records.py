@@ -12,17 +12,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from db.engine import Database
-from db.hosts import host_ids_by_name
 from db.rows import TaskRow
-from db.task_runs import mark_checked, peak_memory_used
-from db.tasks import finish_task, get_task, update_task
+from db.task_reads import get_task
 from db.types import ACTIVE_TASK_STATES
-from fleet.dispatch.ending import Ending
-from fleet.dispatch.task_events import record_task_ended, record_task_started
 from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
-    pass
+    from fleet.dispatch.ending import Ending
+
 
 def now_s() -> int:
     return int(time.time())
@@ -30,8 +27,8 @@ def now_s() -> int:
 
 def load(database: Database, task_id: int) -> TaskRow:
     """The task, or ConfigError (bad input, exit 2) if there is none."""
-    with database.session() as session:
-        row = get_task(session, task_id)
+    with database.reader() as reader:
+        row = get_task(reader, task_id)
     if row is None:
         raise ConfigError(f"no task with id {task_id} (see `fleet tasks --all`)")
     return row
@@ -39,12 +36,18 @@ def load(database: Database, task_id: int) -> TaskRow:
 
 def set_fields(database: Database, task_id: int, *, from_states: tuple[str, ...] | None = None,
                **changes: Any) -> bool:
+    from db.tasks import update_task
+
     with database.session() as session:
         return update_task(session, task_id, from_states=from_states, **changes)
 
 
 def set_host(database: Database, task_id: int, host: str) -> None:
     """Record the placed host and move the task to `starting`."""
+    from db.hosts import host_ids_by_name
+    from db.task_runs import mark_checked
+    from db.tasks import update_task
+
     with database.session() as session:
         host_id = host_ids_by_name(session).get(host)
         update_task(session, task_id, host_id=host_id, state="starting")
@@ -52,14 +55,21 @@ def set_host(database: Database, task_id: int, host: str) -> None:
 
 
 def checked(database: Database, task_id: int) -> None:
+    from db.task_runs import mark_checked
+
     with database.session() as session:
         mark_checked(session, task_id, now_s())
 
 
 def finish(database: Database, task_id: int, ending: Ending) -> bool:
     """End the task with `ending` (GPU-seconds, peak memory computed); False if already ended."""
+    from db.sql import SessionReader
+    from db.task_runs import peak_memory_used
+    from db.tasks import finish_task
+    from fleet.dispatch.task_events import record_task_ended
+
     with database.session() as session:
-        row = get_task(session, task_id)
+        row = get_task(SessionReader(session), task_id)
         if row is None or row.is_final:
             return False
         started = row.started_at
@@ -87,11 +97,15 @@ def finish(database: Database, task_id: int, ending: Ending) -> bool:
 def started(database: Database, task_id: int, *, pgid: int | None, started_at: int) -> bool:
     """`starting` → `running` (with its process group and start time); False if it had left
     `starting`. A task that waited in the queue gets a `task_started` event with it."""
+    from db.sql import SessionReader
+    from db.tasks import update_task
+    from fleet.dispatch.task_events import record_task_started
+
     with database.session() as session:
         if not update_task(session, task_id, from_states=("starting",), state="running",
                            remote_pid=pgid, started_at=started_at):
             return False
-        row = get_task(session, task_id)
+        row = get_task(SessionReader(session), task_id)
         if row is not None:
             record_task_started(session, row, started_at)
         return True

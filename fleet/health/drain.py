@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from db.events import add_event
 from db.gpus import set_gpu_drained
 from db.hosts import set_host_drained
+from db.sql import SessionReader
 from fleet.targets import resolve_target
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def set_drain(session: Session, target: str, *, drained: bool, reason: str | Non
     or the reason changes. Raises ConfigError naming the known hosts or GPU indices when the
     target is unknown (hosts are known once `fleet status` or the monitor has seen them).
     """
-    host, gpu = resolve_target(session, target, what="drain target")
+    host, gpu = resolve_target(SessionReader(session), target, what="drain target")
     ts = int(now)
     if gpu is None:
         unchanged = host.drained == drained and (not drained or host.drain_reason == reason)

@@ -20,9 +20,8 @@ from fleet.errors import ConfigError, DispatchError
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from db.rows import TaskRow
+    from db.sql import SqlReader
     from fleet.caller import Caller
     from fleet.context import FleetContext
     from fleet.dispatch.array import ArrayMember
@@ -313,10 +312,10 @@ class DispatchService:
 
     async def members(self, group_id: int) -> list[TaskRow]:
         """The tasks of a gang (by rank) or array (by index); [] for a lone task."""
-        from db.tasks import group_members
+        from db.task_reads import group_members
 
-        return await self.context.read("read the group's tasks",
-                                       lambda session: group_members(session, group_id))
+        return await self.context.query("read the group's tasks",
+                                        lambda reader: group_members(reader, group_id))
 
     async def cancel(self, task_id: int, *, grace_s: float = 10.0,
                      caller: Caller | None = None) -> TaskRow:
@@ -350,12 +349,12 @@ class DispatchService:
     async def tasks(self, *, states: Sequence[str] | None = None, limit: int | None = None,
                     since: int | None = None) -> list[TaskRow]:
         """Tasks, oldest first (optionally in `states`, submitted since, the newest `limit`)."""
-        from db.tasks import list_tasks
+        from db.task_reads import list_tasks
 
-        def load(session: Session) -> list[TaskRow]:
-            return list_tasks(session, states=states, limit=limit, since=since)
+        def load(reader: SqlReader) -> list[TaskRow]:
+            return list_tasks(reader, states=states, limit=limit, since=since)
 
-        return await self.context.read("list tasks", load)
+        return await self.context.query("list tasks", load)
 
     async def reconcile_tasks(self, *, lost_after_s: float | None = None,
                               check_timeout_s: float | None = None) -> ReconcileReport:

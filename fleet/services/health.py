@@ -40,11 +40,12 @@ class HealthService:
         non-positive limit, is a ConfigError.
         """
         from db.event_queries import find_events
+        from db.sql import SessionReader
         from fleet.targets import resolve_host
 
         def load(session: Session) -> list[EventView]:
             if host is not None:
-                resolve_host(session, host)
+                resolve_host(SessionReader(session), host)
             try:
                 found = find_events(
                     session, since=None if since is None else int(since),
@@ -67,11 +68,12 @@ class HealthService:
     ) -> list[HostHistoryPoint]:
         """Host load and memory samples between two epoch times, raw or per `bucket_s`."""
         from db.host_history import host_history
+        from db.sql import SessionReader
         from fleet.targets import resolve_host
 
         def load(session: Session) -> list[HostHistoryPoint]:
             if host is not None:
-                resolve_host(session, host)
+                resolve_host(SessionReader(session), host)
             return host_history(session, since_ms=int(since * 1000),
                                 until_ms=int(until * 1000), host=host, bucket_s=bucket_s,
                                 limit=limit)

@@ -91,13 +91,14 @@ class HostService:
         `host` or `gpu` ("HOST:IDX" or UUID) is a ConfigError naming what is known.
         """
         from db.rollup_history import gpu_history_with_rollups
+        from db.sql import SessionReader
         from fleet.targets import resolve_gpu, resolve_host
 
         def load(session: Session) -> list[GpuHistoryPoint]:
             if host is not None:
-                resolve_host(session, host)
+                resolve_host(SessionReader(session), host)
             if gpu is not None:
-                resolve_gpu(session, gpu)
+                resolve_gpu(SessionReader(session), gpu)
             return gpu_history_with_rollups(
                 session, since_ms=int(since * 1000), until_ms=int(until * 1000), host=host,
                 gpu=gpu, bucket_s=bucket_s, limit=limit)

@@ -11,7 +11,8 @@ import pytest
 from db.engine import Database
 from db.event_queries import find_events
 from db.event_tail import events_after
-from db.tasks import create_task, get_task, update_task
+from db.task_reads import get_task
+from db.tasks import create_task, update_task
 from fleet.dispatch import records
 from fleet.dispatch.ending import Ending
 from fleet.dispatch.request import DispatchRequest
@@ -70,7 +71,8 @@ def test_task_started_only_after_a_wait_in_the_queue(database: Database, seeded:
     assert not records.started(database, waited, pgid=4242, started_at=now)  # not `starting`
     with database.session() as session:
         events = find_events(session, kind="task_started")
-        row = get_task(session, waited)
+    with database.reader() as reader:
+        row = get_task(reader, waited)
     assert [event.task_id for event in events] == [waited]
     assert events[0].message.startswith(f"task {waited} (sweep.py) of bob started on beta "
                                         "after waiting 1m")

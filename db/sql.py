@@ -1,0 +1,100 @@
+"""Plain-SQL reads that run the same text on either driver; importing it loads no SQLAlchemy.
+
+db's read queries are SQL text with named parameters (`:name`), written once in the subset
+SQLite and PostgreSQL both speak. A `SqlReader` runs one: `SqliteReader` on a stdlib sqlite3
+connection (what a short command reading an SQLite file uses, so it never imports
+SQLAlchemy), `SessionReader` through a SQLAlchemy session or connection (PostgreSQL, and reads
+inside a write transaction, which see its pending changes). Both return rows as sequences
+indexed by column position.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy import TextClause
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session
+
+Row = Sequence[Any]
+Parameters = Mapping[str, Any]
+# Values bound per statement in an IN list: far under SQLite's variable limit (32766), and
+# few enough distinct list lengths that each driver's statement cache keeps them all.
+IN_LIST_CHUNK = 500
+
+
+class SqlReader(ABC):
+    """Runs SELECT statements (SQL text, `:name` parameters) and returns their rows."""
+
+    @abstractmethod
+    def rows(self, sql: str, parameters: Parameters | None = None) -> list[Row]:
+        """Every row of the statement, in the order it returns them."""
+
+    def first(self, sql: str, parameters: Parameters | None = None) -> Row | None:
+        """The first row, or None when there is none."""
+        found = self.rows(sql, parameters)
+        return found[0] if found else None
+
+    def scalars(self, sql: str, parameters: Parameters | None = None) -> list[Any]:
+        """The first column of every row."""
+        return [row[0] for row in self.rows(sql, parameters)]
+
+    def scalar(self, sql: str, parameters: Parameters | None = None) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        row = self.first(sql, parameters)
+        return None if row is None else row[0]
+
+
+class SqliteReader(SqlReader):
+    """Reads through a stdlib sqlite3 connection, which binds `:name` parameters itself."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def rows(self, sql: str, parameters: Parameters | None = None) -> list[Row]:
+        return self.connection.execute(sql, parameters or {}).fetchall()
+
+
+class SessionReader(SqlReader):
+    """Reads through a SQLAlchemy session or connection (the statement as `text()`).
+
+    Through a session, a read sees what the session has written but not yet committed (it
+    flushes first), so write code can read back in the same transaction.
+    """
+
+    def __init__(self, executor: Session | Connection) -> None:
+        self.executor = executor
+
+    def rows(self, sql: str, parameters: Parameters | None = None) -> list[Row]:
+        return list(self.executor.execute(_text(sql), parameters or {}).all())
+
+
+@lru_cache(maxsize=512)
+def _text(sql: str) -> TextClause:
+    """The text() construct of `sql`, made once: SQLAlchemy then reuses its compiled form."""
+    from sqlalchemy import text
+
+    return text(sql)
+
+
+def in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """Placeholders `:name_0, :name_1, ...` for an IN list of `values`, and their bindings.
+
+    `values` must not be empty (`x IN ()` is not SQL); callers answer an empty list
+    themselves.
+    """
+    if not values:
+        raise ValueError(f"an IN list ({name}) needs at least one value")
+    names = [f"{name}_{index}" for index in range(len(values))]
+    return ", ".join(f":{key}" for key in names), dict(zip(names, values, strict=True))
+
+
+def chunks(values: Sequence[Any], size: int = IN_LIST_CHUNK) -> Iterable[Sequence[Any]]:
+    """`values` in consecutive slices of at most `size`, for IN lists of any length."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]

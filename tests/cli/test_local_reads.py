@@ -1,0 +1,140 @@
+"""Read commands on a local SQLite file load no SQLAlchemy, and answer exactly as through it.
+
+`fleet tasks` and `fleet history gpus` read through the stdlib sqlite3 driver when the database
+is a plain SQLite file at this code's schema (db.engine, db.sql). The same database named with
+a URL option (`?timeout=`) is read through SQLAlchemy's engine instead: both must print the same
+bytes. A command that has to write (a reconcile ending a task) loads SQLAlchemy then, and only
+then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from db.allocations import claim_gpus
+from db.engine import open_database
+from db.gpus import upsert_gpus
+from db.hosts import sync_hosts
+from db.tasks import create_task, finish_task, update_task
+from db.types import GpuFacts, HostFacts
+
+ROOT = Path(__file__).resolve().parents[2]
+# Runs the CLI as `fleet` does and reports, at exit, every module the process loaded.
+_REPORT_MODULES = (
+    "import atexit, json, runpy, sys\n"
+    "atexit.register(lambda: sys.__stderr__.write(\n"
+    "    '\\nMODULES ' + json.dumps(sorted(sys.modules))))\n"
+    "sys.argv = ['fleet', *sys.argv[1:]]\n"
+    "runpy.run_module('fleet.cli.main', run_name='__main__')\n"
+)
+
+
+def _fleet(home: Path, db: str, *args: str) -> tuple[int, str, str, set[str]]:
+    """Exit code, stdout, stderr and the top-level packages loaded by one `fleet` process."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("FLEET_", "XDG_"))}
+    env.update({"HOME": str(home), "XDG_RUNTIME_DIR": str(home / ".run"), "TZ": "UTC",
+                "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-c", _REPORT_MODULES, "--db", db, *args],
+                          cwd=home, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    stderr, _, report = done.stderr.rpartition("\nMODULES ")
+    loaded = {name.split(".")[0] for name in json.loads(report)}
+    return done.returncode, done.stdout, stderr, loaded
+
+
+@pytest.fixture
+def lab_db(tmp_path: Path) -> Path:
+    """An SQLite file with two hosts, finished tasks (one with GPUs), a gang and an array."""
+    path = tmp_path / "lab.db"
+    (tmp_path / ".run").mkdir(mode=0o700)
+    now = int(time.time())
+    with open_database(str(path)) as database, database.session() as session:
+        hosts = sync_hosts(session, [HostFacts("gpu01", "10.0.0.1"),
+                                     HostFacts("gpu02", "10.0.0.2", port=2222)], now=now)
+        gpus = upsert_gpus(session, hosts["gpu01"],
+                           [GpuFacts(i, f"GPU-01-{i}", "Sim H100") for i in range(2)], now=now)
+        solo = create_task(session, name="train", script="train.py", args=["--lr", "0.1"],
+                           gpus_requested=2, owner="ann", now=now - 600,
+                           constraints={"placement": {"gpus": 2}})
+        claim_gpus(session, [gpus.ids[1], gpus.ids[0]], kind="task", owner="ann",
+                   now=now - 590, task_id=solo)
+        update_task(session, solo, state="running", host_id=hosts["gpu01"], started_at=now - 590,
+                    remote_dir="/tmp/fleet/1", remote_pid=4242)
+        finish_task(session, solo, state="succeeded", now=now - 300, exit_code=0,
+                    gpu_seconds=580.0, peak_memory_bytes=3 << 30)
+        failed = create_task(session, name="eval", script="eval.py", args=[], gpus_requested=1,
+                             owner="bob", now=now - 500, priority=3)
+        finish_task(session, failed, state="failed", now=now - 400, exit_code=3,
+                    error="exit code 3", timed_out=True)
+        for kind, size in (("gang", 2), ("array", 3)):
+            first = None
+            for index in range(size):
+                member = create_task(session, name=f"{kind}[{index}]", script=f"{kind}.py",
+                                     args=[str(index)], gpus_requested=1, owner="cy",
+                                     now=now - 200, group_kind=kind, group_index=index,
+                                     group_id=first)
+                first = first or member
+                finish_task(session, member, state="cancelled" if index else "succeeded",
+                            now=now - 100, exit_code=None if index else 0)
+    return path
+
+
+READS = [
+    ("tasks",),
+    ("--json", "tasks", "--all"),
+    ("--json", "tasks", "--all", "--expand"),
+    ("tasks", "--state", "failed", "--state", "cancelled"),
+    ("--json", "tasks", "1"),
+    ("tasks", "3"),
+    ("--json", "tasks", "5:2"),
+]
+
+
+@pytest.mark.parametrize("args", READS, ids=[" ".join(args) for args in READS])
+def test_read_commands_load_no_sqlalchemy_and_match_the_engine(
+        lab_db: Path, args: tuple[str, ...]) -> None:
+    home = lab_db.parent
+    code, out, err, loaded = _fleet(home, str(lab_db), *args)
+    assert code == 0, err
+    assert out.strip() and "no tasks" not in out
+    assert "sqlalchemy" not in loaded, args
+    through_engine = _fleet(home, f"sqlite:///{lab_db}?timeout=30", *args)
+    assert through_engine[:3] == (0, out, err)
+    assert "sqlalchemy" in through_engine[3]  # the comparison did use the other path
+
+
+def test_a_mistake_is_reported_the_same_way_without_sqlalchemy(lab_db: Path) -> None:
+    code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), "tasks", "99")
+    assert (code, out) == (2, "")
+    assert "no task with id 99" in err and "sqlalchemy" not in loaded
+    code, _, err, loaded = _fleet(lab_db.parent, str(lab_db), "tasks", "5:7")
+    assert code == 2 and "array 5 has no index 7" in err and "sqlalchemy" not in loaded
+
+
+def test_a_reconcile_that_must_write_loads_sqlalchemy_and_writes(lab_db: Path) -> None:
+    with open_database(str(lab_db)) as database, database.session() as session:
+        stale = create_task(session, name="left", script="left.py", args=[], gpus_requested=1,
+                            owner="dee", now=int(time.time()) - 3600)  # its waiter is long gone
+    code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), "--json", "tasks", str(stale))
+    assert code == 0, err
+    shown = json.loads(out)["tasks"][0]
+    assert shown["state"] == "cancelled" and "waiting dispatcher went away" in shown["error"]
+    assert "sqlalchemy" in loaded
+
+
+def test_a_new_or_older_database_is_created_or_migrated_as_before(tmp_path: Path) -> None:
+    (tmp_path / ".run").mkdir(mode=0o700)
+    fresh = tmp_path / "sub" / "fresh.db"
+    code, out, err, loaded = _fleet(tmp_path, str(fresh), "tasks")
+    assert (code, out.strip()) == (0, "no tasks"), err
+    assert fresh.is_file() and "sqlalchemy" in loaded  # created and migrated by the engine
+    code, out, err, loaded = _fleet(tmp_path, str(fresh), "tasks")
+    assert (code, out.strip()) == (0, "no tasks") and "sqlalchemy" not in loaded
