@@ -232,12 +232,12 @@ def open_database(url: str | None = None, *, migrate: bool = True) -> Database:
     resolved = resolve_database_url(url)
     database = plain_sqlite_path(resolved)
     if database is not None:
-        path = Path(database)
+        path, canonical = Path(database), sqlite_url(database)  # the URL as SQLAlchemy renders it
         reason = read_only_reason(path)
         if reason is not None:
-            return open_read_only(path, resolved, reason)
+            return open_read_only(path, canonical, reason)
         if migrate:
-            current = _open_current_sqlite(path, resolved)
+            current = _open_current_sqlite(path, canonical)
             if current is not None:
                 return current
     from db.connect import open_with_engine
