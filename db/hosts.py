@@ -179,10 +179,3 @@ def _host_row(row: Host) -> HostRow:
         last_seen=row.last_seen,
         last_probe_at=row.last_probe_at,
     )
-
-
-def adopted_endpoints(session: Session) -> list[tuple[str, str, int, str | None]]:
-    """(name, address, port, user) of every host adopted through discovery, by name."""
-    rows = session.execute(select(Host.name, Host.address, Host.port, Host.user)
-                           .where(Host.source == "adopted").order_by(Host.name))
-    return [(name, address, port, user) for name, address, port, user in rows]

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from fleet.discovery import ADOPTED_SPEC_SOURCE
 from fleet.errors import ConfigError
-from fleet.inventory import Inventory, select_hosts
 from fleet.model import HostSpec
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
     from db.engine import Database
+    from fleet.inventory import Inventory
 
 ADOPTED_GROUP = "adopted"
 # How long the adopted hosts read from the database are reused before being read again.
@@ -55,6 +55,8 @@ class ManagedHosts:
 
     def select(self, pattern: str | None = None) -> tuple[HostSpec, ...]:
         """Managed hosts matching a `--hosts` pattern (all for None); ConfigError on no match."""
+        from fleet.inventory import select_hosts  # the inventory package, only once it is used
+
         return select_hosts(self.inventory(), pattern)
 
     def spec(self, name: str) -> HostSpec:
@@ -74,11 +76,11 @@ class ManagedHosts:
         return tuple(spec for spec in inventory.hosts if spec.source == ADOPTED_SPEC_SOURCE)
 
     def _load(self) -> Inventory:
-        from db.hosts import adopted_endpoints
+        from db.host_reads import adopted_endpoints
 
         with storage_errors("list adopted hosts", self._database.url), \
-                self._database.session() as session:
-            rows = adopted_endpoints(session)
+                self._database.reader() as reader:
+            rows = adopted_endpoints(reader)
         base = self._base_inventory()
         in_inventory = {spec.key for spec in base.hosts}
         names = {spec.name for spec in base.hosts}

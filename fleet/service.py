@@ -161,17 +161,20 @@ async def open(
 ) -> AsyncIterator[Fleet]:
     """Open fleet on an inventory (default search path) and a database (default file).
 
-    The inventory is read when first needed, so database-only calls never touch it.
+    The inventory is read when first needed, so database-only calls never touch it (nor
+    import the inventory package).
     """
-    from fleet.inventory import default_ssh_config_path, load_inventory
-
     options = ssh_options or SshOptions()
     if accept_new:
         options = replace(options, accept_new=True)
+
+    def load() -> Inventory:
+        from fleet.inventory import default_ssh_config_path, load_inventory
+
+        return load_inventory(inventory, ssh_config=default_ssh_config_path())
+
     database = await asyncio.to_thread(open_database, db)
-    service = Fleet(database, lambda: load_inventory(inventory,
-                                                     ssh_config=default_ssh_config_path()),
-                    options)
+    service = Fleet(database, load, options)
     try:
         yield service
     finally:
