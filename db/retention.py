@@ -33,13 +33,11 @@ from db.models import (
     GpuSampleMinute,
     HostSample,
 )
+from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS, READINGS
 
-MINUTE_MS = 60_000
-FIVE_MINUTES_MS = 300_000
 # How far back the first 5-minute pass reaches into minutes rolled up before the periods
 # existed (as migration 0014 does): older buckets keep being read from the minutes.
 FIVE_MINUTE_BACKFILL_MS = 7 * 86_400_000
-READINGS = ("util", "mem_used", "temp", "power")
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,8 @@ from db.models import (
     GpuSampleMinute,
     Host,
 )
-from db.retention import FIVE_MINUTES_MS, MINUTE_MS, weighted_mean
+from db.retention import weighted_mean
+from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS
 from db.types import GpuHistoryPoint
 
 # The rollup levels by table name; a stretch of buckets is read from one, or from raw (None).
