@@ -7,29 +7,20 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Float,
-    Integer,
-    Select,
-    Subquery,
-    bindparam,
-    cast,
-    func,
-    literal,
-    literal_column,
-    select,
-)
-from sqlalchemy.orm import Session
-
-from db.models import Gpu, GpuSample, Host
+from db.sql import SqlReader, in_list
 from db.types import GpuHistoryPoint
 
 HOST_INDEX_PATTERN = re.compile(r"(?P<host>.+):(?P<idx>\d+)")
+# The columns every bucketed query selects per GPU and bucket, in GpuHistoryPoint's order
+# after the names (host, gpu_idx, uuid).
+BUCKET_COLUMNS = ("gpu_id", "ts_ms", "samples", "util_avg", "util_max", "mem_used_avg",
+                  "mem_used_max", "temp_avg", "temp_max", "power_avg", "power_max")
+# Bound-name prefix of the GPU ids in a history query's IN list.
+GPU_IDS = "gpu_id"
 
 
 def gpu_history(
-    session: Session,
+    reader: SqlReader,
     *,
     since_ms: int,
     until_ms: int,
@@ -51,12 +42,21 @@ def gpu_history(
         raise ValueError(f"bucket size must be a positive number of seconds, not {bucket_s}")
     if limit is not None and limit <= 0:
         raise ValueError(f"limit must be positive, not {limit}")
-    gpu_ids = matching_gpu_ids(session, host=host, gpu=gpu)
-    return _raw_history(session, since_ms=since_ms, until_ms=until_ms, gpu_ids=gpu_ids,
-                       bucket_ms=None if bucket_s is None else bucket_s * 1000, limit=limit)
+    gpu_ids = matching_gpu_ids(reader, host=host, gpu=gpu)
+    if gpu_ids is not None and not gpu_ids:
+        return []
+    ids_sql, parameters = gpu_ids_filter(gpu_ids)
+    parameters.update(since_ms=since_ms, until_ms=until_ms)
+    if limit is not None:
+        parameters["limit"] = limit
+    limited = limit is not None
+    sql = (_raw(ids_sql, limited) if bucket_s is None
+           else _bucketed(bucket_s * 1000, ids_sql, limited))
+    return history_points(reader.rows(sql, parameters))
 
 
-def matching_gpu_ids(session: Session, *, host: str | None, gpu: str | None) -> list[int] | None:
+def matching_gpu_ids(reader: SqlReader, *, host: str | None, gpu: str | None,
+                     ) -> list[int] | None:
     """Ids of the GPUs that `host` and `gpu` (UUID or "HOST:IDX") name; None without either.
 
     Resolved before the history query so that it filters on gpu_id with known values, which
@@ -66,47 +66,53 @@ def matching_gpu_ids(session: Session, *, host: str | None, gpu: str | None) -> 
     if host is None and gpu is None:
         return None
     shape, parameters = gpu_filter(host, gpu)
-    return list(session.connection().execute(_gpu_ids_query(*shape), parameters).scalars())
+    return [int(gpu_id) for gpu_id in reader.scalars(_gpu_ids_sql(*shape), parameters)]
 
 
 @lru_cache(maxsize=8)
-def _gpu_ids_query(by_host: bool, by_gpu: bool, by_index: bool) -> Select[int]:
-    return (select(Gpu.id).join(Host, Host.id == Gpu.host_id)
-            .where(*gpu_filter_terms(by_host, by_gpu, by_index)))
+def _gpu_ids_sql(by_host: bool, by_gpu: bool, by_index: bool) -> str:
+    return ("SELECT gpus.id FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
+            f"WHERE {gpu_filter_sql(by_host, by_gpu, by_index)}")
 
 
 def gpu_filter(host: str | None, gpu: str | None) -> tuple[tuple[bool, bool, bool], dict[str, Any]]:
-    """The shape (by host, by GPU, by host:index) of a host/GPU filter, and its bound values."""
+    """The shape (by host, by GPU, by host:index) of a host/GPU filter, and the values that
+    gpu_filter_sql of that shape binds."""
     match = None if gpu is None else HOST_INDEX_PATTERN.fullmatch(gpu)
-    parameters = {"host": host, "gpu_host": match["host"] if match else None,
-                  "idx": int(match["idx"]) if match else None, "uuid": gpu}
+    parameters: dict[str, Any] = {}
+    if host is not None:
+        parameters["host"] = host
+    if match is not None:
+        parameters.update(gpu_host=match["host"], idx=int(match["idx"]))
+    elif gpu is not None:
+        parameters["uuid"] = gpu
     return (host is not None, gpu is not None, match is not None), parameters
 
 
 @lru_cache(maxsize=8)
-def gpu_filter_terms(by_host: bool, by_gpu: bool, by_index: bool) -> tuple[Any, ...]:
-    """WHERE terms on gpus joined to hosts for one shape of gpu_filter, values bound later."""
-    terms: list[Any] = []
+def gpu_filter_sql(by_host: bool, by_gpu: bool, by_index: bool) -> str:
+    """WHERE terms on gpus joined to hosts for one shape of gpu_filter (at least one of host
+    and GPU), its values bound as :host, :gpu_host and :idx, or :uuid."""
+    terms: list[str] = []
     if by_host:
-        terms.append(Host.name == bindparam("host"))
+        terms.append("hosts.name = :host")
     if by_gpu and by_index:
-        terms += [Host.name == bindparam("gpu_host"), Gpu.idx == bindparam("idx")]
+        terms += ["hosts.name = :gpu_host", "gpus.idx = :idx"]
     elif by_gpu:
-        terms.append(Gpu.uuid == bindparam("uuid"))
-    return tuple(terms)
+        terms.append("gpus.uuid = :uuid")
+    if not terms:
+        raise ValueError("a GPU filter needs a host or a GPU")
+    return " AND ".join(terms)
 
 
-def _raw_history(session: Session, *, since_ms: int, until_ms: int, gpu_ids: list[int] | None,
-                bucket_ms: int | None, limit: int | None) -> list[GpuHistoryPoint]:
-    """gpu_history's points from the raw samples, for GPUs already resolved to ids."""
-    if gpu_ids is not None and not gpu_ids:
-        return []
-    filtered, limited = gpu_ids is not None, limit is not None
-    query = (_raw(filtered, limited) if bucket_ms is None
-             else _bucketed(bucket_ms, filtered, limited))
-    parameters: dict[str, Any] = {"since_ms": since_ms, "until_ms": until_ms,
-                                  "gpu_ids": gpu_ids, "limit": limit}
-    return history_points(session.connection().execute(query, parameters).all())
+def gpu_ids_filter(gpu_ids: Sequence[int] | None) -> tuple[str | None, dict[str, Any]]:
+    """The placeholders of an IN list of `gpu_ids` (None: no filter), and their bindings.
+
+    The placeholders are part of a query's shape: a statement is built once per number of ids.
+    """
+    if gpu_ids is None:
+        return None, {}
+    return in_list(GPU_IDS, gpu_ids)
 
 
 def history_points(rows: Sequence[Sequence[Any]]) -> list[GpuHistoryPoint]:
@@ -121,91 +127,73 @@ def history_points(rows: Sequence[Sequence[Any]]) -> list[GpuHistoryPoint]:
     ]
 
 
-def bucket_points(points: Subquery, limited: bool) -> Select[Any]:
-    """Named, ordered points from a subquery of (gpu_id, ts_ms, samples, avg/max...) per bucket.
+def bucket_points(points_sql: str, limited: bool) -> str:
+    """Named, ordered points from a query of BUCKET_COLUMNS per GPU and bucket.
 
     The names are joined after grouping, so the sort and the aggregation carry two integers
     per row rather than the host name and UUID.
     """
-    query = (
-        select(Host.name.label("host"), Gpu.idx.label("gpu_idx"), Gpu.uuid.label("uuid"),
-               *points.c)
-        .join_from(points, Gpu, Gpu.id == points.c.gpu_id)
-        .join(Host, Host.id == Gpu.host_id)
-        .order_by(points.c.ts_ms, Host.name, Gpu.idx)
-    )
-    return limited_by(query, limited)
+    columns = ", ".join(f"points.{name}" for name in BUCKET_COLUMNS)
+    return (f"SELECT hosts.name, gpus.idx, gpus.uuid, {columns} FROM ({points_sql}) AS points "
+            "JOIN gpus ON gpus.id = points.gpu_id JOIN hosts ON hosts.id = gpus.host_id "
+            f"ORDER BY points.ts_ms, hosts.name, gpus.idx{limit_sql(limited)}")
 
 
-def limited_by(query: Select[Any], limited: bool) -> Select[Any]:
-    """`query` with the LIMIT bound at execution as `limit`, when there is one."""
-    return query.limit(bindparam("limit", type_=Integer)) if limited else query
+def limit_sql(limited: bool) -> str:
+    """The LIMIT clause (its value bound as :limit) to end a query with, when there is one."""
+    return " LIMIT :limit" if limited else ""
 
 
-def time_range(column: Any, gpu_column: Any, filtered: bool, stretch: str = "") -> list[Any]:
+def time_range_sql(column: str, gpu_column: str, ids_sql: str | None, stretch: str = "") -> str:
     """The WHERE terms every history query has: since_ms <= column < until_ms, the GPU ids
-    (`stretch` suffixes the bound names, for a query of several time ranges)."""
-    terms = [column >= bindparam(f"since_ms{stretch}", type_=BigInteger),
-             column < bindparam(f"until_ms{stretch}", type_=BigInteger)]
-    if filtered:
-        terms.append(gpu_column.in_(bindparam("gpu_ids", expanding=True)))
-    return terms
+    (`ids_sql`, from gpu_ids_filter) when filtered; `stretch` suffixes the bound names, for a
+    query of several time ranges."""
+    terms = f"{column} >= :since_ms{stretch} AND {column} < :until_ms{stretch}"
+    return terms if ids_sql is None else f"{terms} AND {gpu_column} IN ({ids_sql})"
 
 
-@lru_cache(maxsize=4)
-def _raw(filtered: bool, limited: bool) -> Select[Any]:
+@lru_cache(maxsize=16)
+def _raw(ids_sql: str | None, limited: bool) -> str:
     """One point per sample: avg and max are the sample's own value."""
-    query = select(
-        Host.name.label("host"),
-        Gpu.idx.label("gpu_idx"),
-        Gpu.uuid.label("uuid"),
-        GpuSample.gpu_id.label("gpu_id"),
-        GpuSample.ts.label("ts_ms"),
-        literal(1).label("samples"),
-        GpuSample.utilization_gpu_pct.label("util_avg"),
-        GpuSample.utilization_gpu_pct.label("util_max"),
-        cast(GpuSample.memory_used_bytes, Float).label("mem_used_avg"),
-        GpuSample.memory_used_bytes.label("mem_used_max"),
-        GpuSample.temperature_c.label("temp_avg"),
-        GpuSample.temperature_c.label("temp_max"),
-        GpuSample.power_draw_w.label("power_avg"),
-        GpuSample.power_draw_w.label("power_max"),
-    ).join(Gpu, Gpu.id == GpuSample.gpu_id).join(Host, Host.id == Gpu.host_id).where(
-        *time_range(GpuSample.ts, GpuSample.gpu_id, filtered)
-    ).order_by(GpuSample.ts, Host.name, Gpu.idx)
-    return limited_by(query, limited)
+    return (
+        "SELECT hosts.name, gpus.idx, gpus.uuid, gpu_samples.gpu_id, gpu_samples.ts, 1, "
+        "gpu_samples.utilization_gpu_pct, gpu_samples.utilization_gpu_pct, "
+        "CAST(gpu_samples.memory_used_bytes AS FLOAT), gpu_samples.memory_used_bytes, "
+        "gpu_samples.temperature_c, gpu_samples.temperature_c, "
+        "gpu_samples.power_draw_w, gpu_samples.power_draw_w "
+        "FROM gpu_samples JOIN gpus ON gpus.id = gpu_samples.gpu_id "
+        "JOIN hosts ON hosts.id = gpus.host_id "
+        f"WHERE {time_range_sql('gpu_samples.ts', 'gpu_samples.gpu_id', ids_sql)} "
+        f"ORDER BY gpu_samples.ts, hosts.name, gpus.idx{limit_sql(limited)}"
+    )
 
 
 @lru_cache(maxsize=64)
-def _bucketed(bucket_ms: int, filtered: bool, limited: bool) -> Select[Any]:
-    """One point per GPU and bucket, named and ordered. Kept per width and shape, its values
-    bound at execution: building it costs ~2 ms of Python, a cached one nothing."""
-    return bucket_points(raw_buckets(bucket_ms, filtered).subquery("points"), limited)
+def _bucketed(bucket_ms: int, ids_sql: str | None, limited: bool) -> str:
+    """One point per GPU and bucket, named and ordered; kept per width and shape, its values
+    bound at execution."""
+    return bucket_points(raw_buckets(bucket_ms, ids_sql), limited)
 
 
-def raw_buckets(bucket_ms: int, filtered: bool, stretch: str = "") -> Select[Any]:
-    """(gpu_id, ts_ms, samples, avg/max...) per GPU and bucket of raw samples; `//` on integers
-    renders integer division on both backends.
+def raw_buckets(bucket_ms: int, ids_sql: str | None, stretch: str = "") -> str:
+    """BUCKET_COLUMNS per GPU and bucket of raw samples; `/` on integers is integer division
+    on both backends.
 
     The bucket width is inlined (it is an int) so that the SELECT and GROUP BY expressions are
     identical text, which PostgreSQL requires.
     """
-    width = literal_column(str(int(bucket_ms)), BigInteger)
-    bucket_start = (GpuSample.ts // width) * width
+    bucket_start = f"(gpu_samples.ts / {int(bucket_ms)}) * {int(bucket_ms)}"
     return (
-        select(
-            GpuSample.gpu_id.label("gpu_id"),
-            bucket_start.label("ts_ms"),
-            func.count().label("samples"),
-            cast(func.avg(GpuSample.utilization_gpu_pct), Float).label("util_avg"),
-            func.max(GpuSample.utilization_gpu_pct).label("util_max"),
-            cast(func.avg(GpuSample.memory_used_bytes), Float).label("mem_used_avg"),
-            func.max(GpuSample.memory_used_bytes).label("mem_used_max"),
-            cast(func.avg(GpuSample.temperature_c), Float).label("temp_avg"),
-            func.max(GpuSample.temperature_c).label("temp_max"),
-            cast(func.avg(GpuSample.power_draw_w), Float).label("power_avg"),
-            func.max(GpuSample.power_draw_w).label("power_max"),
-        )
-        .where(*time_range(GpuSample.ts, GpuSample.gpu_id, filtered, stretch))
-        .group_by(GpuSample.gpu_id, bucket_start)
+        f"SELECT gpu_samples.gpu_id AS gpu_id, {bucket_start} AS ts_ms, count(*) AS samples, "
+        "CAST(avg(gpu_samples.utilization_gpu_pct) AS FLOAT) AS util_avg, "
+        "max(gpu_samples.utilization_gpu_pct) AS util_max, "
+        "CAST(avg(gpu_samples.memory_used_bytes) AS FLOAT) AS mem_used_avg, "
+        "max(gpu_samples.memory_used_bytes) AS mem_used_max, "
+        "CAST(avg(gpu_samples.temperature_c) AS FLOAT) AS temp_avg, "
+        "max(gpu_samples.temperature_c) AS temp_max, "
+        "CAST(avg(gpu_samples.power_draw_w) AS FLOAT) AS power_avg, "
+        "max(gpu_samples.power_draw_w) AS power_max "
+        "FROM gpu_samples "
+        f"WHERE {time_range_sql('gpu_samples.ts', 'gpu_samples.gpu_id', ids_sql, stretch)} "
+        f"GROUP BY gpu_samples.gpu_id, {bucket_start}"
     )

@@ -17,47 +17,30 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Select,
-    func,
-    literal_column,
-    select,
-    union_all,
-)
-from sqlalchemy.orm import Session
-
 from db.history import (
+    BUCKET_COLUMNS,
     bucket_points,
     gpu_filter,
-    gpu_filter_terms,
+    gpu_filter_sql,
     gpu_history,
+    gpu_ids_filter,
     history_points,
-    limited_by,
+    limit_sql,
     matching_gpu_ids,
     raw_buckets,
-    time_range,
+    time_range_sql,
 )
-from db.models import (
-    Gpu,
-    GpuRollupColumns,
-    GpuSample,
-    GpuSampleFiveMinutes,
-    GpuSampleMinute,
-    Host,
-)
-from db.retention import weighted_mean
-from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS
+from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS, READINGS
+from db.sql import SqlReader
 from db.types import GpuHistoryPoint
 
-# The rollup levels by table name; a stretch of buckets is read from one, or from raw (None).
-LEVELS: dict[str, type[GpuRollupColumns]] = {
-    "gpu_samples_1m": GpuSampleMinute, "gpu_samples_5m": GpuSampleFiveMinutes}
+# The rollup tables; a stretch of buckets is read from one of them, or from raw (None).
+LEVELS = ("gpu_samples_1m", "gpu_samples_5m")
 Source = str | None
 
 
 def gpu_history_with_rollups(
-    session: Session,
+    reader: SqlReader,
     *,
     since_ms: int,
     until_ms: int,
@@ -74,12 +57,12 @@ def gpu_history_with_rollups(
     """
     arguments: dict[str, Any] = {"host": host, "gpu": gpu, "bucket_s": bucket_s}
     if bucket_s is None or bucket_s <= 0 or bucket_s % 60 != 0:
-        return gpu_history(session, since_ms=since_ms, until_ms=until_ms, limit=limit,
+        return gpu_history(reader, since_ms=since_ms, until_ms=until_ms, limit=limit,
                            **arguments)
     if limit is not None and limit <= 0:
         raise ValueError(f"limit must be positive, not {limit}")
     shape, gpu_parameters = gpu_filter(host, gpu)
-    row = session.connection().execute(_watermarks_query(*shape), gpu_parameters).one()
+    (row,) = reader.rows(_watermarks_sql(*shape), gpu_parameters)  # aggregates: one row
     oldest_period, newest_period, newest_minute, oldest_raw = row[:4]
     periods = None if newest_period is None else (int(oldest_period), int(newest_period))
     gpu_ids: list[int] | None = None
@@ -89,7 +72,7 @@ def gpu_history_with_rollups(
         if count == 1:
             gpu_ids, names = [int(first_id)], (row[6], int(row[7]), row[8])
         else:
-            gpu_ids = [] if not count else matching_gpu_ids(session, host=host, gpu=gpu)
+            gpu_ids = [] if not count else matching_gpu_ids(reader, host=host, gpu=gpu)
     if gpu_ids is not None and not gpu_ids:
         return []
     stretches = [(start, end, source) for start, end, source in _stretches(
@@ -97,37 +80,37 @@ def gpu_history_with_rollups(
         if start < end]
     if not stretches:
         return []
-    query = _stretches_query(tuple(source for _, _, source in stretches), bucket_s * 1000,
-                             gpu_ids is not None, limit is not None, names is None)
-    parameters: dict[str, Any] = {"gpu_ids": gpu_ids, "limit": limit}
+    ids_sql, parameters = gpu_ids_filter(gpu_ids)
+    if limit is not None:
+        parameters["limit"] = limit
     for index, (start, end, _) in enumerate(stretches):
         parameters[f"since_ms_{index}"] = start
         parameters[f"until_ms_{index}"] = end
-    rows: Sequence[Sequence[Any]] = session.connection().execute(query, parameters).all()
+    sql = _stretches_sql(tuple(source for _, _, source in stretches), bucket_s * 1000,
+                         ids_sql, limit is not None, names is None)
+    rows: Sequence[Sequence[Any]] = reader.rows(sql, parameters)
     if names is not None:
         rows = [(*names, *bucket) for bucket in rows]
     return history_points(rows)
 
 
 @lru_cache(maxsize=8)
-def _watermarks_query(by_host: bool, by_gpu: bool, by_index: bool) -> Select[Any]:
+def _watermarks_sql(by_host: bool, by_gpu: bool, by_index: bool) -> str:
     """The oldest and newest 5-minute period, the newest minute and the oldest raw sample;
-    with a GPU filter,
-    also how many GPUs it names and, for one, its id, host name, index and UUID: one round
-    trip before the history's own, which then needs neither the names nor a join."""
-    columns: list[Any] = [
-        select(func.min(GpuSampleFiveMinutes.bucket_ts)).scalar_subquery(),
-        select(func.max(GpuSampleFiveMinutes.bucket_ts)).scalar_subquery(),
-        select(func.max(GpuSampleMinute.bucket_ts)).scalar_subquery(),
-        select(func.min(GpuSample.ts)).scalar_subquery()]
+    with a GPU filter, also how many GPUs it names and, for one, its id, host name, index and
+    UUID: one round trip before the history's own, which then needs neither the names nor a
+    join."""
+    watermarks = ("SELECT (SELECT min(bucket_ts) FROM gpu_samples_5m), "
+                  "(SELECT max(bucket_ts) FROM gpu_samples_5m), "
+                  "(SELECT max(bucket_ts) FROM gpu_samples_1m), "
+                  "(SELECT min(ts) FROM gpu_samples)")
     if not (by_host or by_gpu):
-        return select(*columns)
-    named = (select(func.count(Gpu.id).label("gpus"), func.min(Gpu.id).label("first_id"),
-                    func.min(Host.name).label("host"), func.min(Gpu.idx).label("idx"),
-                    func.min(Gpu.uuid).label("uuid"))
-             .join(Host, Host.id == Gpu.host_id)
-             .where(*gpu_filter_terms(by_host, by_gpu, by_index)).subquery("named"))
-    return select(*columns, *named.c)
+        return watermarks
+    return (f"{watermarks}, named.gpus, named.first_id, named.host, named.idx, named.uuid "
+            "FROM (SELECT count(gpus.id) AS gpus, min(gpus.id) AS first_id, "
+            "min(hosts.name) AS host, min(gpus.idx) AS idx, min(gpus.uuid) AS uuid "
+            "FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
+            f"WHERE {gpu_filter_sql(by_host, by_gpu, by_index)}) AS named")
 
 
 def _stretches(since_ms: int, until_ms: int, width_ms: int, periods: tuple[int, int] | None,
@@ -169,43 +152,51 @@ def _stretches(since_ms: int, until_ms: int, width_ms: int, periods: tuple[int, 
 
 
 @lru_cache(maxsize=128)
-def _stretches_query(sources: tuple[Source, ...], width_ms: int, filtered: bool,
-                     limited: bool, named: bool) -> Select[Any]:
+def _stretches_sql(sources: tuple[Source, ...], width_ms: int, ids_sql: str | None,
+                   limited: bool, named: bool) -> str:
     """One statement for all the stretches: their buckets (disjoint, in time order) unioned,
     then (`named`) named, ordered and limited as one query over the raw samples would be, or
     of one GPU, ordered by time and limited. Kept per shape, its ranges bound at execution
     as since_ms_N and until_ms_N."""
-    parts = [raw_buckets(width_ms, filtered, f"_{index}") if source is None
-             else _rollup_buckets(source, width_ms, filtered, f"_{index}")
-             for index, source in enumerate(sources)]
-    points = (parts[0] if len(parts) == 1 else union_all(*parts)).subquery("points")
+    points = " UNION ALL ".join(
+        raw_buckets(width_ms, ids_sql, f"_{index}") if source is None
+        else _rollup_buckets(source, width_ms, ids_sql, f"_{index}")
+        for index, source in enumerate(sources))
     if named:
         return bucket_points(points, limited)
-    return limited_by(select(*points.c).order_by(points.c.ts_ms), limited)
+    columns = ", ".join(f"points.{name}" for name in BUCKET_COLUMNS)
+    return f"SELECT {columns} FROM ({points}) AS points ORDER BY points.ts_ms{limit_sql(limited)}"
 
 
-def _rollup_buckets(level: str, width_ms: int, filtered: bool, stretch: str) -> Select[Any]:
-    """(gpu_id, ts_ms, samples, avg/max...) per GPU and bucket of whole rollup periods of
-    `level` (width inlined so the GROUP BY text matches)."""
+def _rollup_buckets(level: str, width_ms: int, ids_sql: str | None, stretch: str) -> str:
+    """BUCKET_COLUMNS per GPU and bucket of whole rollup periods of `level` (width inlined so
+    the GROUP BY text matches)."""
     if width_ms % MINUTE_MS:
         raise ValueError(f"rollup buckets must be whole minutes, not {width_ms} ms")
-    rollup = LEVELS[level]
-    width = literal_column(str(int(width_ms)), BigInteger)
-    bucket_start = (rollup.bucket_ts // width) * width
+    if level not in LEVELS:
+        raise ValueError(f"no rollup level {level!r}")
+    bucket_start = f"({level}.bucket_ts / {int(width_ms)}) * {int(width_ms)}"
+    readings = ", ".join(
+        f"{weighted_mean_sql(level, reading)} AS {reading}_avg, "
+        f"max({level}.{reading}_max) AS {reading}_max"
+        for reading in READINGS)
     return (
-        select(
-            rollup.gpu_id.label("gpu_id"),
-            bucket_start.label("ts_ms"),
-            func.sum(rollup.samples).label("samples"),
-            weighted_mean(rollup, "util").label("util_avg"),
-            func.max(rollup.util_max).label("util_max"),
-            weighted_mean(rollup, "mem_used").label("mem_used_avg"),
-            func.max(rollup.mem_used_max).label("mem_used_max"),
-            weighted_mean(rollup, "temp").label("temp_avg"),
-            func.max(rollup.temp_max).label("temp_max"),
-            weighted_mean(rollup, "power").label("power_avg"),
-            func.max(rollup.power_max).label("power_max"),
-        )
-        .where(*time_range(rollup.bucket_ts, rollup.gpu_id, filtered, stretch))
-        .group_by(rollup.gpu_id, bucket_start)
+        f"SELECT {level}.gpu_id AS gpu_id, {bucket_start} AS ts_ms, "
+        f"sum({level}.samples) AS samples, {readings} FROM {level} "
+        f"WHERE {time_range_sql(f'{level}.bucket_ts', f'{level}.gpu_id', ids_sql, stretch)} "
+        f"GROUP BY {level}.gpu_id, {bucket_start}"
     )
+
+
+def weighted_mean_sql(table: str, reading: str) -> str:
+    """The mean of rollup rows' means of `reading`, each weighted by the samples that had the
+    reading (a minute from before migration 0013: its sample count), as db.retention's
+    weighted_mean; NULL where no row has a mean.
+
+    Both operands are cast to FLOAT (double precision on both backends): the division is
+    between doubles, and the weights, integers far below 2**53, convert exactly.
+    """
+    average = f"{table}.{reading}_avg"
+    weight = (f"CASE WHEN ({average} IS NULL) THEN NULL "
+              f"ELSE coalesce({table}.{reading}_samples, {table}.samples) END")
+    return f"CAST(sum({average} * {weight}) AS FLOAT) / CAST(nullif(sum({weight}), 0) AS FLOAT)"

@@ -100,7 +100,7 @@ class HostService:
             if gpu is not None:
                 resolve_gpu(SessionReader(session), gpu)
             return gpu_history_with_rollups(
-                session, since_ms=int(since * 1000), until_ms=int(until * 1000), host=host,
-                gpu=gpu, bucket_s=bucket_s, limit=limit)
+                SessionReader(session), since_ms=int(since * 1000), until_ms=int(until * 1000),
+                host=host, gpu=gpu, bucket_s=bucket_s, limit=limit)
 
         return await self.context.read("read history", load)

@@ -335,10 +335,11 @@ class PlacementService:
 
     def _recent_load(self, session: Session) -> dict[tuple[str, int], RecentLoad]:
         from db.history import gpu_history
+        from db.sql import SessionReader
         from fleet.placement.candidates import summarise_history
 
         now = self.context.now()
-        points = gpu_history(session, since_ms=int((now - RECENT_WINDOW_S) * 1000),
+        points = gpu_history(SessionReader(session), since_ms=int((now - RECENT_WINDOW_S) * 1000),
                              until_ms=int(now * 1000) + 1, bucket_s=RECENT_BUCKET_S)
         return summarise_history(points)
 

@@ -70,6 +70,7 @@ def history_paths_ms(url: str, runs: int) -> tuple[list[float], list[float]]:
     from db.engine import open_database
     from db.history import gpu_history
     from db.rollup_history import gpu_history_with_rollups
+    from db.sql import SessionReader
 
     database = open_database(url)
     raw_ms: list[float] = []
@@ -80,7 +81,7 @@ def history_paths_ms(url: str, runs: int) -> tuple[list[float], list[float]]:
             for query, times in ((gpu_history, raw_ms), (gpu_history_with_rollups, rolled_ms)):
                 started = time.perf_counter()
                 with database.sessionmaker() as session:
-                    answers.append(query(session, since_ms=SINCE_MS, until_ms=END_MS,
+                    answers.append(query(SessionReader(session), since_ms=SINCE_MS, until_ms=END_MS,
                                          gpu=HISTORY_GPU, bucket_s=300))
                 if run:  # the first run warms caches and compiled SQL
                     times.append((time.perf_counter() - started) * 1000)

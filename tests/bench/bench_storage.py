@@ -180,6 +180,7 @@ def _history_db(samples_wanted: int) -> tuple[Path, int, int, float]:
 def _history(results: Results, workdir: Path, runs: int, samples_wanted: int) -> None:
     from db.engine import open_database
     from db.history import gpu_history
+    from db.sql import SessionReader
 
     log(f"history database: {samples_wanted:,} GPU samples (cached under {CACHE_DIR})")
     path, rows, per_gpu, generated_s = _history_db(samples_wanted)
@@ -193,7 +194,7 @@ def _history(results: Results, workdir: Path, runs: int, samples_wanted: int) ->
         for index in range(runs + 1):
             started = time.perf_counter()
             with database.sessionmaker() as session:
-                result = gpu_history(session, since_ms=since_ms, until_ms=until_ms,
+                result = gpu_history(SessionReader(session), since_ms=since_ms, until_ms=until_ms,
                                      gpu=HISTORY_GPU, bucket_s=300)
             elapsed = time.perf_counter() - started
             points = len(result)

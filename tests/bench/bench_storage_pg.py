@@ -126,6 +126,7 @@ def _fill_history(server: Any, name: str, samples_wanted: int) -> tuple[int, flo
 def _history_ms(url: str, runs: int) -> list[float]:
     from db.engine import open_database
     from db.history import gpu_history
+    from db.sql import SessionReader
 
     database = open_database(url)
     times = []
@@ -133,8 +134,8 @@ def _history_ms(url: str, runs: int) -> list[float]:
         for run in range(runs + 1):
             started = time.perf_counter()
             with database.sessionmaker() as session:
-                points = gpu_history(session, since_ms=END_MS - 86_400_000, until_ms=END_MS,
-                                     gpu=HISTORY_GPU, bucket_s=300)
+                points = gpu_history(SessionReader(session), since_ms=END_MS - 86_400_000,
+                                     until_ms=END_MS, gpu=HISTORY_GPU, bucket_s=300)
             if len(points) != 288:
                 raise RuntimeError(f"24 h at 5 min buckets should give 288 points: {len(points)}")
             if run:

@@ -25,6 +25,7 @@ from db.retention import (
     rollup_gpu_minutes,
 )
 from db.rollup_history import gpu_history_with_rollups
+from db.sql import SessionReader
 from tests.db.conftest import SeededFleet
 from tests.db.test_rollup_history import BASE_MS, LEGACY_ROLLUP, _assert_same, _store
 
@@ -67,16 +68,17 @@ def test_history_over_both_levels_equals_raw(layered: Database) -> None:
     database (its set-up is the cost); a limit counts points across the levels and raw."""
     compared = 0
     with layered.session() as session:
+        reader = SessionReader(session)
         for bucket_s, (since_min, until_min), gpu, limit in itertools.product(
                 (60, 120, 300, 600, 900, 3600), RANGES_MIN, (None, "alpha:0", "GPU-beta-0"),
                 (None, 2)):
             query = {"since_ms": BASE_MS + int(since_min * MINUTE_MS),
                      "until_ms": BASE_MS + int(until_min * MINUTE_MS), "gpu": gpu,
                      "bucket_s": bucket_s, "limit": limit}
-            raw = gpu_history(session, **query)
+            raw = gpu_history(reader, **query)
             assert raw, query
             try:
-                _assert_same(gpu_history_with_rollups(session, **query), raw)
+                _assert_same(gpu_history_with_rollups(reader, **query), raw)
             except AssertionError as exc:
                 raise AssertionError(f"{query}: {exc}") from exc
             compared += 1
@@ -92,7 +94,8 @@ def test_whole_periods_are_read_from_the_five_minute_rollups(
         rollup_gpu_five_minutes(session)
     until_ms = BASE_MS + 40 * MINUTE_MS
     with database.session() as session:
-        before = gpu_history(session, since_ms=BASE_MS, until_ms=until_ms, bucket_s=300)
+        reader = SessionReader(session)
+        before = gpu_history(reader, since_ms=BASE_MS, until_ms=until_ms, bucket_s=300)
     levels: list[str] = []
 
     def record(conn: object, cursor: object, statement: str, *args: object) -> None:
@@ -102,7 +105,8 @@ def test_whole_periods_are_read_from_the_five_minute_rollups(
     event.listen(database.engine, "before_cursor_execute", record)
     try:
         with database.session() as session:
-            after = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms,
+            reader = SessionReader(session)
+            after = gpu_history_with_rollups(reader, since_ms=BASE_MS, until_ms=until_ms,
                                              bucket_s=300)
     finally:
         event.remove(database.engine, "before_cursor_execute", record)
@@ -115,7 +119,8 @@ def test_whole_periods_are_read_from_the_five_minute_rollups(
             GpuSampleMinute.bucket_ts < BASE_MS + 20 * MINUTE_MS))
         session.execute(delete(GpuSample).where(GpuSample.ts < BASE_MS + 20 * MINUTE_MS))
     with database.session() as session:
-        pruned = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms,
+        reader = SessionReader(session)
+        pruned = gpu_history_with_rollups(reader, since_ms=BASE_MS, until_ms=until_ms,
                                           bucket_s=300)
     _assert_same(pruned, before)
 
@@ -131,7 +136,8 @@ def test_five_minute_rollup_is_exact_and_idempotent(
     assert (first.buckets, first.start_ms, first.end_ms) == (
         3 * 2, BASE_MS, BASE_MS + 3 * FIVE_MINUTES_MS)  # minutes 15 and 16 wait for 17-19
     with database.session() as session:
-        raw = gpu_history(session, since_ms=BASE_MS, until_ms=BASE_MS + 15 * MINUTE_MS,
+        reader = SessionReader(session)
+        raw = gpu_history(reader, since_ms=BASE_MS, until_ms=BASE_MS + 15 * MINUTE_MS,
                           bucket_s=300)
     periods = _periods(database)
     assert [(row[0], row[1], row[2]) for row in periods] == [
@@ -172,7 +178,8 @@ def test_the_first_period_pass_reaches_back_a_week(database: Database, seeded: S
     assert [row[1] for row in _periods(database)] == [end_ms - 2 * FIVE_MINUTES_MS,
                                                       end_ms - FIVE_MINUTES_MS]
     with database.session() as session:
-        old = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=end_ms, gpu="alpha:0",
+        reader = SessionReader(session)
+        old = gpu_history_with_rollups(reader, since_ms=BASE_MS, until_ms=end_ms, gpu="alpha:0",
                                        bucket_s=300)
     assert [(point.ts_ms, point.samples) for point in old] == [
         (BASE_MS, 60), (BASE_MS + FIVE_MINUTES_MS, 60),  # from the minutes
@@ -185,12 +192,13 @@ def test_periods_of_legacy_minutes_weigh_their_sample_counts(
     """Minutes from before migration 0013 (no counts) read the same through their periods."""
     _store(database, seeded)
     with database.session() as session:
+        reader = SessionReader(session)
         session.execute(text(LEGACY_ROLLUP))
         minutes_only = gpu_history_with_rollups(
-            session, since_ms=BASE_MS, until_ms=BASE_MS + 40 * MINUTE_MS, bucket_s=900)
+            reader, since_ms=BASE_MS, until_ms=BASE_MS + 40 * MINUTE_MS, bucket_s=900)
         assert rollup_gpu_five_minutes(session).buckets == 8 * 2
         both = gpu_history_with_rollups(
-            session, since_ms=BASE_MS, until_ms=BASE_MS + 40 * MINUTE_MS, bucket_s=900)
+            reader, since_ms=BASE_MS, until_ms=BASE_MS + 40 * MINUTE_MS, bucket_s=900)
     _assert_same(both, minutes_only)
 
 
@@ -209,8 +217,9 @@ def test_prune_takes_the_period_holding_the_cutoff(database: Database, seeded: S
         minute * MINUTE_MS for minute in range(15, 40, 5)}
     totals = set()
     with database.session() as session:
+        reader = SessionReader(session)
         for bucket_s in (60, 300, 900, 1200):
-            points = gpu_history_with_rollups(session, since_ms=BASE_MS,
+            points = gpu_history_with_rollups(reader, since_ms=BASE_MS,
                                               until_ms=BASE_MS + 40 * MINUTE_MS, gpu="alpha:0",
                                               bucket_s=bucket_s)
             totals.add(sum(point.samples for point in points))
@@ -247,7 +256,8 @@ def test_migration_0014_fills_the_whole_periods_of_the_minutes(
 def test_a_filter_naming_no_gpu_gives_no_points(layered: Database, gpu: str) -> None:
     until_ms = BASE_MS + 40 * MINUTE_MS
     with layered.session() as session:
-        assert gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms, gpu=gpu,
+        reader = SessionReader(session)
+        assert gpu_history_with_rollups(reader, since_ms=BASE_MS, until_ms=until_ms, gpu=gpu,
                                         bucket_s=300) == []
-        assert gpu_history(session, since_ms=BASE_MS, until_ms=until_ms, gpu=gpu,
+        assert gpu_history(reader, since_ms=BASE_MS, until_ms=until_ms, gpu=gpu,
                            bucket_s=300) == []

@@ -18,6 +18,7 @@ from db.models import GpuSample, GpuSampleMinute
 from db.retention import MINUTE_MS, rollup_gpu_minutes
 from db.rollup_history import gpu_history_with_rollups
 from db.samples import record_samples
+from db.sql import SessionReader
 from db.types import GpuHistoryPoint, GpuSampleIn
 from tests.db.conftest import SeededFleet
 
@@ -86,9 +87,10 @@ def test_rollup_history_equals_raw_history(
     since_ms = BASE_MS + int(since_min * MINUTE_MS)
     until_ms = BASE_MS + int(until_min * MINUTE_MS)
     with rolled.session() as session:
-        raw = gpu_history(session, since_ms=since_ms, until_ms=until_ms, gpu=gpu,
+        reader = SessionReader(session)
+        raw = gpu_history(reader, since_ms=since_ms, until_ms=until_ms, gpu=gpu,
                           bucket_s=bucket_s)
-        from_rollups = gpu_history_with_rollups(session, since_ms=since_ms, until_ms=until_ms,
+        from_rollups = gpu_history_with_rollups(reader, since_ms=since_ms, until_ms=until_ms,
                                                 gpu=gpu, bucket_s=bucket_s)
     assert raw
     _assert_same(from_rollups, raw)
@@ -98,8 +100,9 @@ def test_rollup_history_equals_raw_history(
 def test_one_hosts_history_from_rollups_equals_raw(rolled: Database, host: str) -> None:
     since_ms, until_ms = BASE_MS + 90_000, BASE_MS + 40 * MINUTE_MS
     with rolled.session() as session:
-        raw = gpu_history(session, since_ms=since_ms, until_ms=until_ms, host=host, bucket_s=300)
-        from_rollups = gpu_history_with_rollups(session, since_ms=since_ms, until_ms=until_ms,
+        reader = SessionReader(session)
+        raw = gpu_history(reader, since_ms=since_ms, until_ms=until_ms, host=host, bucket_s=300)
+        from_rollups = gpu_history_with_rollups(reader, since_ms=since_ms, until_ms=until_ms,
                                                 host=host, bucket_s=300)
     assert raw and {p.host for p in raw} == {host}
     _assert_same(from_rollups, raw)
@@ -109,9 +112,10 @@ def test_one_hosts_history_from_rollups_equals_raw(rolled: Database, host: str) 
 def test_limit_counts_points_across_rollups_and_raw(rolled: Database, limit: int) -> None:
     since_ms, until_ms = BASE_MS + 2 * MINUTE_MS + 1, BASE_MS + 40 * MINUTE_MS
     with rolled.session() as session:
-        raw = gpu_history(session, since_ms=since_ms, until_ms=until_ms, bucket_s=300,
+        reader = SessionReader(session)
+        raw = gpu_history(reader, since_ms=since_ms, until_ms=until_ms, bucket_s=300,
                           limit=limit)
-        from_rollups = gpu_history_with_rollups(session, since_ms=since_ms, until_ms=until_ms,
+        from_rollups = gpu_history_with_rollups(reader, since_ms=since_ms, until_ms=until_ms,
                                                 bucket_s=300, limit=limit)
     _assert_same(from_rollups, raw)
 
@@ -122,7 +126,8 @@ def test_rolled_minutes_are_read_from_rollups_and_only_the_tail_from_raw(
     watermark = BASE_MS + 23 * MINUTE_MS
     until_ms = BASE_MS + 40 * MINUTE_MS
     with rolled.session() as session:
-        before = gpu_history(session, since_ms=BASE_MS, until_ms=until_ms, gpu="alpha:0",
+        reader = SessionReader(session)
+        before = gpu_history(reader, since_ms=BASE_MS, until_ms=until_ms, gpu="alpha:0",
                              bucket_s=300)
     raw_reads: list[str] = []
 
@@ -133,7 +138,8 @@ def test_rolled_minutes_are_read_from_rollups_and_only_the_tail_from_raw(
     event.listen(rolled.engine, "before_cursor_execute", record)
     try:
         with rolled.session() as session:
-            after = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms,
+            reader = SessionReader(session)
+            after = gpu_history_with_rollups(reader, since_ms=BASE_MS, until_ms=until_ms,
                                              gpu="alpha:0", bucket_s=300)
     finally:
         event.remove(rolled.engine, "before_cursor_execute", record)
@@ -145,7 +151,8 @@ def test_rolled_minutes_are_read_from_rollups_and_only_the_tail_from_raw(
         session.execute(delete(GpuSample).where(GpuSample.ts < BASE_MS + 20 * MINUTE_MS))
         assert session.scalar(select(func.max(GpuSampleMinute.bucket_ts))) == watermark - MINUTE_MS
     with rolled.session() as session:
-        pruned = gpu_history_with_rollups(session, since_ms=BASE_MS, until_ms=until_ms,
+        reader = SessionReader(session)
+        pruned = gpu_history_with_rollups(reader, since_ms=BASE_MS, until_ms=until_ms,
                                           gpu="alpha:0", bucket_s=300)
     _assert_same(pruned, before)
 

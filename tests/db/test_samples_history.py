@@ -15,6 +15,7 @@ from db.errors import DatabaseError
 from db.history import gpu_history
 from db.models import HostSample
 from db.samples import prune_samples, record_samples
+from db.sql import SessionReader
 from db.types import GpuHistoryPoint, GpuSampleIn, HostSampleIn
 from tests.db.conftest import SeededFleet, run_python
 
@@ -22,8 +23,10 @@ READ_BACK = """
 import sys
 from db.engine import open_database
 from db.history import gpu_history
+from db.sql import SessionReader
 with open_database(sys.argv[1]) as database, database.session() as session:
-    for point in gpu_history(session, since_ms=0, until_ms=10**13):
+    reader = SessionReader(session)
+    for point in gpu_history(reader, since_ms=0, until_ms=10**13):
         print(point.host, point.gpu_idx, point.ts_ms, point.util_max, point.mem_used_max)
 """
 
@@ -55,7 +58,8 @@ def test_record_samples_is_all_or_nothing(database: Database, seeded: SeededFlee
     with pytest.raises(DatabaseError, match=r"(?i)foreign key"), database.session() as session:
         record_samples(session, [HostSampleIn(beta, 2), HostSampleIn(424242, 3)], [])
     with database.session() as session:
-        assert gpu_history(session, since_ms=0, until_ms=100) == []
+        reader = SessionReader(session)
+        assert gpu_history(reader, since_ms=0, until_ms=100) == []
         assert session.scalar(select(func.count()).select_from(HostSample)) == 0
 
 
@@ -104,17 +108,18 @@ def test_history_bucketing_matches_hand_computed_values(
             ],
         )
     with database.session() as session:
-        bucketed = gpu_history(session, since_ms=base, until_ms=base + 120_000, bucket_s=60)
+        reader = SessionReader(session)
+        bucketed = gpu_history(reader, since_ms=base, until_ms=base + 120_000, bucket_s=60)
         by_uuid = gpu_history(
-            session, since_ms=base, until_ms=base + 120_000, bucket_s=60, gpu="GPU-alpha-1"
+            reader, since_ms=base, until_ms=base + 120_000, bucket_s=60, gpu="GPU-alpha-1"
         )
         by_host_idx = gpu_history(
-            session, since_ms=base, until_ms=base + 120_000, bucket_s=60, gpu="alpha:1"
+            reader, since_ms=base, until_ms=base + 120_000, bucket_s=60, gpu="alpha:1"
         )
-        raw_limited = gpu_history(session, since_ms=base, until_ms=base + 120_000, limit=2)
-        other_host = gpu_history(session, since_ms=base, until_ms=base + 120_000, host="beta")
+        raw_limited = gpu_history(reader, since_ms=base, until_ms=base + 120_000, limit=2)
+        other_host = gpu_history(reader, since_ms=base, until_ms=base + 120_000, host="beta")
         with pytest.raises(ValueError, match="positive"):
-            gpu_history(session, since_ms=0, until_ms=1, bucket_s=0)
+            gpu_history(reader, since_ms=0, until_ms=1, bucket_s=0)
     assert bucketed == [
         _point(a0, "alpha", 0, base, 3, util_avg=30.0, util_max=60.0, mem_used_avg=200.0,
                mem_used_max=300, temp_avg=60.0, temp_max=70.0, power_avg=100.0, power_max=100.0),
@@ -139,8 +144,9 @@ def test_prune_samples_deletes_only_older(database: Database, seeded: SeededFlee
             [GpuSampleIn(a0, 10), GpuSampleIn(a0, 20)],
         )
     with database.session() as session:
+        reader = SessionReader(session)
         assert prune_samples(session, older_than_ms=15) == (1, 1)
-        assert [p.ts_ms for p in gpu_history(session, since_ms=0, until_ms=100)] == [20]
+        assert [p.ts_ms for p in gpu_history(reader, since_ms=0, until_ms=100)] == [20]
 
 
 @pytest.mark.sqlite_only
@@ -187,5 +193,6 @@ def test_record_samples_throughput(database: Database, seeded: SeededFleet, db_p
         f"batches; bare sqlite3 executemany: {bare:,.0f}/s"
     )
     with database.session() as session:
-        stored = gpu_history(session, since_ms=0, until_ms=10**12, bucket_s=10**6)
+        reader = SessionReader(session)
+        stored = gpu_history(reader, since_ms=0, until_ms=10**12, bucket_s=10**6)
     assert sum(point.samples for point in stored) == 150_000

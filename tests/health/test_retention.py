@@ -111,22 +111,25 @@ def test_apply_retention_over_a_long_history(database: Database, seeded: Seeded)
 def test_history_reads_rollups_past_raw_retention(database: Database, seeded: Seeded) -> None:
     from db.history import gpu_history
     from db.rollup_history import gpu_history_with_rollups
+    from db.sql import SessionReader
 
     _store(database, seeded, BASE_MS, minutes=6)
     gpu0 = "alpha:0"
     with database.session() as session:
-        before = gpu_history(session, since_ms=BASE_MS, until_ms=BASE_MS + 6 * MINUTE_MS,
+        reader = SessionReader(session)
+        before = gpu_history(reader, since_ms=BASE_MS, until_ms=BASE_MS + 6 * MINUTE_MS,
                              gpu=gpu0, bucket_s=120)
         rollup_gpu_minutes(session, until_ms=BASE_MS + 4 * MINUTE_MS)
         prune_samples_and_rollups(session, raw_before_ms=BASE_MS + 4 * MINUTE_MS,
                                   rollup_before_ms=None)
     with database.session() as session:
-        raw_only = gpu_history(session, since_ms=BASE_MS, until_ms=BASE_MS + 6 * MINUTE_MS,
+        reader = SessionReader(session)
+        raw_only = gpu_history(reader, since_ms=BASE_MS, until_ms=BASE_MS + 6 * MINUTE_MS,
                                gpu=gpu0, bucket_s=120)
-        combined = gpu_history_with_rollups(session, since_ms=BASE_MS,
+        combined = gpu_history_with_rollups(reader, since_ms=BASE_MS,
                                             until_ms=BASE_MS + 6 * MINUTE_MS, gpu=gpu0,
                                             bucket_s=120)
-        unbucketed = gpu_history_with_rollups(session, since_ms=BASE_MS,
+        unbucketed = gpu_history_with_rollups(reader, since_ms=BASE_MS,
                                               until_ms=BASE_MS + 6 * MINUTE_MS, gpu=gpu0)
     assert len(raw_only) == 1  # the pruned buckets are gone from raw
     assert len(unbucketed) == 12
