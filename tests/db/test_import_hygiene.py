@@ -1,4 +1,5 @@
-"""db is the bottom layer: importing all of it loads no fleet, tui, SSH, mDNS or UI module."""
+"""db is the bottom layer: importing all of it loads no fleet, tui, SSH, mDNS or UI module;
+its plain-SQL reads (db.sql and the history queries) load no SQLAlchemy."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def test_db_imports_nothing_from_upper_layers() -> None:
     loaded = set(run_python(code).stdout.split())
     assert "db" in loaded and "sqlalchemy" in loaded
     assert loaded.isdisjoint(FORBIDDEN_TOP_LEVEL), loaded & set(FORBIDDEN_TOP_LEVEL)
+
+
+def test_history_queries_import_no_sqlalchemy() -> None:
+    code = ("import sys\n"
+            "import db.history, db.rollup_history\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy'))\n")
+    assert run_python(code).stdout.split() == ["[]"]
 
 
 def test_opening_a_current_database_does_not_import_alembic(tmp_path: Path) -> None:
