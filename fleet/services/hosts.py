@@ -10,6 +10,7 @@ from fleet.fanout import DEFAULT_FANOUT, HostStatus, ProgressCallback, probe_hos
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+    from db.sql import SqlReader
     from db.types import GpuHistoryPoint, HostRow, LatestGpu
     from fleet.context import FleetContext
     from fleet.model import HostSpec
@@ -91,16 +92,15 @@ class HostService:
         `host` or `gpu` ("HOST:IDX" or UUID) is a ConfigError naming what is known.
         """
         from db.rollup_history import gpu_history_with_rollups
-        from db.sql import SessionReader
         from fleet.targets import resolve_gpu, resolve_host
 
-        def load(session: Session) -> list[GpuHistoryPoint]:
+        def load(reader: SqlReader) -> list[GpuHistoryPoint]:
             if host is not None:
-                resolve_host(SessionReader(session), host)
+                resolve_host(reader, host)
             if gpu is not None:
-                resolve_gpu(SessionReader(session), gpu)
+                resolve_gpu(reader, gpu)
             return gpu_history_with_rollups(
-                SessionReader(session), since_ms=int(since * 1000), until_ms=int(until * 1000),
-                host=host, gpu=gpu, bucket_s=bucket_s, limit=limit)
+                reader, since_ms=int(since * 1000), until_ms=int(until * 1000), host=host,
+                gpu=gpu, bucket_s=bucket_s, limit=limit)
 
-        return await self.context.read("read history", load)
+        return await self.context.query("read history", load)

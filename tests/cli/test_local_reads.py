@@ -1,10 +1,10 @@
 """Read commands on a local SQLite file load no SQLAlchemy, and answer exactly as through it.
 
-`fleet tasks` and `fleet history gpus` read through the stdlib sqlite3 driver when the database
-is a plain SQLite file at this code's schema (db.engine, db.sql). The same database named with
-a URL option (`?timeout=`) is read through SQLAlchemy's engine instead: both must print the same
-bytes. A command that has to write (a reconcile ending a task) loads SQLAlchemy then, and only
-then.
+`fleet tasks` and `fleet history gpus` (raw, and bucketed from the rollups and raw samples) read
+through the stdlib sqlite3 driver when the database is a plain SQLite file at this code's
+schema (db.engine, db.sql). The same database named with a URL option (`?timeout=`) is read
+through SQLAlchemy's engine instead: both must print the same bytes. A command that has to
+write (a reconcile ending a task) loads SQLAlchemy then, and only then.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from db.allocations import claim_gpus
 from db.engine import open_database
 from db.gpus import upsert_gpus
 from db.hosts import sync_hosts
+from db.retention import prune_samples_and_rollups, rollup_gpu_five_minutes, rollup_gpu_minutes
+from db.samples import record_samples
 from db.tasks import create_task, finish_task, update_task
-from db.types import GpuFacts, HostFacts
+from db.types import GpuFacts, GpuSampleIn, HostFacts
 
 ROOT = Path(__file__).resolve().parents[2]
 # Runs the CLI as `fleet` does and reports, at exit, every module the process loaded.
@@ -138,3 +140,73 @@ def test_a_new_or_older_database_is_created_or_migrated_as_before(tmp_path: Path
     assert fresh.is_file() and "sqlalchemy" in loaded  # created and migrated by the engine
     code, out, err, loaded = _fleet(tmp_path, str(fresh), "tasks")
     assert (code, out.strip()) == (0, "no tasks") and "sqlalchemy" not in loaded
+
+
+# The end of the history fixture's samples (epoch s): commands name absolute times, so that
+# two processes asked the same question a moment apart get the same answer.
+HISTORY_END_S = (int(time.time()) // 3600) * 3600
+
+
+@pytest.fixture
+def history_db(tmp_path: Path) -> Path:
+    """Two hours of samples of two GPUs every 10 s (some readings missing), the older hour
+    rolled up into minutes and 5-minute periods and its raw samples pruned."""
+    path = tmp_path / "history.db"
+    (tmp_path / ".run").mkdir(mode=0o700)
+    end_ms = HISTORY_END_S * 1000
+    start_ms = end_ms - 2 * 3600_000
+    with open_database(str(path)) as database:
+        with database.session() as session:
+            host = sync_hosts(session, [HostFacts("gpu01", "10.0.0.1")], now=start_ms // 1000)
+            gpus = upsert_gpus(session, host["gpu01"],
+                               [GpuFacts(i, f"GPU-01-{i}", "Sim H100") for i in range(2)],
+                               now=start_ms // 1000)
+            samples = [GpuSampleIn(gpu_id, ts, utilization_gpu_pct=float((ts // 10_000) % 101),
+                                   memory_used_bytes=(ts // 1000 % 977) << 20,
+                                   temperature_c=None if ts % 70_000 == 0 else 40.0 + idx,
+                                   power_draw_w=123.25 + idx)
+                       for ts in range(start_ms, end_ms, 10_000)
+                       for idx, gpu_id in sorted(gpus.ids.items())]
+            record_samples(session, [], samples)
+        with database.session() as session:
+            rollup_gpu_minutes(session, until_ms=end_ms - 3600_000)
+            rollup_gpu_five_minutes(session)
+            prune_samples_and_rollups(session, raw_before_ms=end_ms - 3600_000 - 120_000,
+                                      rollup_before_ms=None)
+    return path
+
+
+def _ago(minutes: int) -> str:
+    return str(HISTORY_END_S - 60 * minutes)
+
+
+HISTORY_READS = [
+    ("--json", "history", "gpus", "--since", _ago(30), "--until", _ago(0)),
+    ("history", "gpus", "--since", _ago(120), "--until", _ago(0), "--bucket", "5m"),
+    ("history", "gpus", "--since", _ago(117), "--until", _ago(3), "--bucket", "1m",
+     "--format", "csv"),
+    ("--json", "history", "gpus", "--since", _ago(180), "--until", _ago(0), "--bucket", "15m",
+     "--gpu", "gpu01:1"),
+    ("history", "gpus", "--since", _ago(90), "--until", _ago(50), "--bucket", "7s",
+     "--hosts", "gpu01", "--limit", "40"),
+]
+
+
+@pytest.mark.parametrize("args", HISTORY_READS, ids=[" ".join(args[1:]) for args in HISTORY_READS])
+def test_history_loads_no_sqlalchemy_and_matches_the_engine(
+        history_db: Path, args: tuple[str, ...]) -> None:
+    home = history_db.parent
+    code, out, err, loaded = _fleet(home, str(history_db), *args)
+    assert code == 0, err
+    assert len(out.splitlines()) > 3
+    assert "sqlalchemy" not in loaded, args
+    through_engine = _fleet(home, f"sqlite:///{history_db}?timeout=30", *args)
+    assert through_engine[:3] == (0, out, err)
+    assert "sqlalchemy" in through_engine[3]
+
+
+def test_history_of_an_unknown_gpu_is_an_error_without_sqlalchemy(history_db: Path) -> None:
+    code, out, err, loaded = _fleet(history_db.parent, str(history_db), "history", "gpus",
+                                    "--gpu", "gpu01:7")
+    assert (code, out) == (2, "")
+    assert "host 'gpu01' has no GPU 7 (known: 0, 1)" in err and "sqlalchemy" not in loaded
