@@ -27,9 +27,9 @@ async def _run(inventory: Path) -> int:
 
     mark("import fleet.cli.main + fleet.service")
     async with open_fleet(None, inventory) as service:
-        mark("open: inventory + database (sqlalchemy import, migration check)")
+        mark("open: database (a current SQLite file: stdlib sqlite3, schema revision check)")
         specs = service.hosts(None)
-        mark("select hosts (adopted hosts from the database)")
+        mark("select hosts (inventory file, adopted hosts from the database)")
         from fleet.fanout import probe_hosts
 
         statuses = await probe_hosts(specs, service.ssh_options, timeout=30, fanout=128)
@@ -41,7 +41,7 @@ async def _run(inventory: Path) -> int:
                 record_statuses(session, statuses)
 
         await asyncio.to_thread(record)
-        mark("record to SQLite")
+        mark("record to SQLite (sqlalchemy import, engine, ORM)")
     return sum(1 for status in statuses if status.is_up)
 
 
