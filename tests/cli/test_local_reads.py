@@ -26,16 +26,9 @@ from db.retention import prune_samples_and_rollups, rollup_gpu_five_minutes, rol
 from db.samples import record_samples
 from db.tasks import create_task, finish_task, update_task
 from db.types import GpuFacts, GpuSampleIn, HostFacts
+from tests.fixtures.module_report import REPORT_MODULES, packages, split_report
 
 ROOT = Path(__file__).resolve().parents[2]
-# Runs the CLI as `fleet` does and reports, at exit, every module the process loaded.
-_REPORT_MODULES = (
-    "import atexit, json, runpy, sys\n"
-    "atexit.register(lambda: sys.__stderr__.write(\n"
-    "    '\\nMODULES ' + json.dumps(sorted(sys.modules))))\n"
-    "sys.argv = ['fleet', *sys.argv[1:]]\n"
-    "runpy.run_module('fleet.cli.main', run_name='__main__')\n"
-)
 
 
 def _fleet(home: Path, db: str, *args: str) -> tuple[int, str, str, set[str]]:
@@ -44,12 +37,11 @@ def _fleet(home: Path, db: str, *args: str) -> tuple[int, str, str, set[str]]:
            if not key.startswith(("FLEET_", "XDG_"))}
     env.update({"HOME": str(home), "XDG_RUNTIME_DIR": str(home / ".run"), "TZ": "UTC",
                 "PYTHONPATH": str(ROOT)})
-    done = subprocess.run([sys.executable, "-c", _REPORT_MODULES, "--db", db, *args],
+    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, "--db", db, *args],
                           cwd=home, env=env, capture_output=True, text=True, timeout=60,
                           check=False)
-    stderr, _, report = done.stderr.rpartition("\nMODULES ")
-    loaded = {name.split(".")[0] for name in json.loads(report)}
-    return done.returncode, done.stdout, stderr, loaded
+    stderr, loaded = split_report(done.stderr)
+    return done.returncode, done.stdout, stderr, packages(loaded)
 
 
 @pytest.fixture

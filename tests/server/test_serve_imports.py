@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.fixtures.module_report import REPORT_MODULES, packages, split_report
 from tests.server.conftest import ServeLabFactory
 from tests.server.test_serve import _seed_tasks
 
@@ -40,15 +41,6 @@ def test_the_server_side_never_loads_textual() -> None:
     assert "textual" not in loaded and "tui" not in loaded
 
 
-_REPORT_MODULES = (
-    "import atexit, json, runpy, sys\n"
-    "atexit.register(lambda: sys.__stderr__.write(\n"
-    "    '\\nMODULES ' + json.dumps(sorted(sys.modules))))\n"
-    "sys.argv = ['fleet', *sys.argv[1:]]\n"
-    "runpy.run_module('fleet.cli.main', run_name='__main__')\n"
-)
-
-
 async def test_read_commands_through_the_server_load_no_sqlalchemy(
         serve_lab: ServeLabFactory) -> None:
     """A client of `fleet serve` decodes its answers into the records without the storage
@@ -62,7 +54,7 @@ async def test_read_commands_through_the_server_load_no_sqlalchemy(
                        (("events",), "events"), (("allocations", "--all"), "allocations"),
                        (("hosts",), "hosts"), (("status",), "hosts"), (("usage",), None)):
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _REPORT_MODULES, "--json", "--server",
+            sys.executable, "-c", REPORT_MODULES, "--json", "--server",
             str(server.socket_path), *args, cwd=lab.cli.home, env=lab.cli.env(lab.env()),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE)
@@ -70,6 +62,4 @@ async def test_read_commands_through_the_server_load_no_sqlalchemy(
         assert process.returncode == 0, (args, stderr.decode())
         if rows is not None:
             assert json.loads(stdout)[rows], args  # something was decoded and shown
-        report = stderr.decode().rsplit("\nMODULES ", 1)[1]
-        loaded = {name.split(".")[0] for name in json.loads(report)}
-        assert "sqlalchemy" not in loaded, args
+        assert "sqlalchemy" not in packages(split_report(stderr.decode())[1]), args

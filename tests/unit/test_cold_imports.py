@@ -3,17 +3,14 @@ SQLAlchemy (reads go through the stdlib driver, see db.sql)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.fixtures.module_report import REPORT_MODULES, split_report
+
 REPO = Path(__file__).resolve().parents[2]
-REPORT_MODULES = (
-    "import atexit, json, sys\n"
-    "atexit.register(lambda: sys.__stderr__.write('MODULES ' + json.dumps(sorted(sys.modules))))\n"
-)
 
 
 def _modules_after(argv: list[str], tmp_path: Path) -> set[str]:
@@ -21,11 +18,9 @@ def _modules_after(argv: list[str], tmp_path: Path) -> set[str]:
     an earlier run created and migrated (creating one runs Alembic)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "XDG_"))}
     env.update(HOME=str(tmp_path), FLEET_DB=str(tmp_path / "fleet.db"), PYTHONPATH=str(REPO))
-    code = REPORT_MODULES + "import runpy; sys.argv = ['fleet', *sys.argv[1:]]\n"
-    code += "runpy.run_module('fleet.cli.main', run_name='__main__')"
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", code, *argv],
+            [sys.executable, "-c", REPORT_MODULES, *argv],
             env=env,
             cwd=tmp_path,
             capture_output=True,
@@ -34,8 +29,7 @@ def _modules_after(argv: list[str], tmp_path: Path) -> set[str]:
             check=False,
         )
         assert done.returncode == 0, done.stderr
-    marker = done.stderr.rindex("MODULES ")
-    return set(json.loads(done.stderr[marker + len("MODULES ") :]))
+    return split_report(done.stderr)[1]
 
 
 def test_fleet_tasks_without_running_tasks_loads_no_ssh_or_sqlalchemy(tmp_path: Path) -> None:
