@@ -1,15 +1,23 @@
-"""Listing events with filters (time, severity, host, kind glob) and the GPU each concerns."""
+"""Listing events with filters (time, severity, host, kind glob) and the GPU each concerns.
+
+Plain SQL through a db.sql reader, so `fleet events` on an SQLite file loads no SQLAlchemy.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
-from db.models import Event, Gpu, Host
 from db.rows import EventView
+from db.sql import SqlReader, in_list
 from db.types import SEVERITIES, Severity
+
+_EVENT_SELECT = """
+SELECT events.id, events.ts, events.kind, events.severity, events.message, hosts.name,
+       gpus.idx, gpus.uuid, events.task_id, events.data_json
+FROM events LEFT OUTER JOIN hosts ON hosts.id = events.host_id
+LEFT OUTER JOIN gpus ON gpus.id = events.gpu_id
+"""
 
 
 def _like_pattern(glob: str) -> str:
@@ -19,7 +27,7 @@ def _like_pattern(glob: str) -> str:
 
 
 def find_events(
-    session: Session,
+    reader: SqlReader,
     *,
     since: int | None = None,
     until: int | None = None,
@@ -40,42 +48,44 @@ def find_events(
         raise ValueError(f"unknown severity {severity!r}; use one of {', '.join(SEVERITIES)}")
     if limit is not None and limit <= 0:
         raise ValueError(f"limit must be positive, not {limit}")
-    query = (
-        select(Event, Host.name, Gpu.idx, Gpu.uuid)
-        .outerjoin(Host, Host.id == Event.host_id)
-        .outerjoin(Gpu, Gpu.id == Event.gpu_id)
-    )
+    terms: list[str] = []
+    parameters: dict[str, Any] = {"since": since, "until": until, "host": host, "limit": limit}
     if since is not None:
-        query = query.where(Event.ts >= since)
+        terms.append("events.ts >= :since")
     if until is not None:
-        query = query.where(Event.ts < until)
+        terms.append("events.ts < :until")
     if severity is not None:
-        query = query.where(Event.severity.in_(SEVERITIES[SEVERITIES.index(severity):]))
+        placeholders, bound = in_list("severity", SEVERITIES[SEVERITIES.index(severity):])
+        terms.append(f"events.severity IN ({placeholders})")
+        parameters.update(bound)
     if host is not None:
-        query = query.where(Host.name == host)
+        terms.append("hosts.name = :host")
     if kind is not None:
-        stored_kind = func.lower(Event.kind)
         if "*" in kind or "?" in kind:
-            query = query.where(stored_kind.like(_like_pattern(kind.lower()), escape="\\"))
+            terms.append("lower(events.kind) LIKE :kind ESCAPE '\\'")
+            parameters["kind"] = _like_pattern(kind.lower())
         else:
-            query = query.where(stored_kind == kind.lower())
-    query = query.order_by(Event.ts.desc(), Event.id.desc())
-    if limit is not None:
-        query = query.limit(limit)
+            terms.append("lower(events.kind) = :kind")
+            parameters["kind"] = kind.lower()
+    where = f" WHERE {' AND '.join(terms)}" if terms else ""
+    limited = " LIMIT :limit" if limit is not None else ""
     rows = [
         EventView(
-            id=event.id,
-            ts=event.ts,
-            kind=event.kind,
-            severity=event.severity,
-            message=event.message,
+            id=event_id,
+            ts=ts,
+            kind=event_kind,
+            severity=event_severity,
+            message=message,
             host=host_name,
             gpu_idx=gpu_idx,
             gpu_uuid=gpu_uuid,
-            task_id=event.task_id,
-            data={} if event.data_json is None else dict(json.loads(event.data_json)),
+            task_id=task_id,
+            data={} if data_json is None else dict(json.loads(data_json)),
         )
-        for event, host_name, gpu_idx, gpu_uuid in session.execute(query)
+        for (event_id, ts, event_kind, event_severity, message, host_name, gpu_idx, gpu_uuid,
+             task_id, data_json) in reader.rows(
+            f"{_EVENT_SELECT}{where} ORDER BY events.ts DESC, events.id DESC{limited}",
+            parameters)
     ]
     rows.reverse()
     return rows

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.rows import EventView, HostHistoryPoint
+    from db.sql import SqlReader
     from db.types import Severity
     from fleet.caller import Caller
     from fleet.context import FleetContext
@@ -40,22 +41,21 @@ class HealthService:
         non-positive limit, is a ConfigError.
         """
         from db.event_queries import find_events
-        from db.sql import SessionReader
         from fleet.targets import resolve_host
 
-        def load(session: Session) -> list[EventView]:
+        def load(reader: SqlReader) -> list[EventView]:
             if host is not None:
-                resolve_host(SessionReader(session), host)
+                resolve_host(reader, host)
             try:
                 found = find_events(
-                    session, since=None if since is None else int(since),
+                    reader, since=None if since is None else int(since),
                     until=None if until is None else int(until), severity=severity,
                     host=host, kind=kind, limit=limit)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc
             return found[::-1] if newest_first else found
 
-        return await self.context.read("read events", load)
+        return await self.context.query("read events", load)
 
     async def host_history(
         self,

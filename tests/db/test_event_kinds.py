@@ -34,6 +34,6 @@ def events(database: Database, seeded: SeededFleet) -> Database:
 def test_kind_globs_and_names_match_the_same_on_every_backend(
     events: Database, pattern: str, expected: list[str]
 ) -> None:
-    with events.session() as session:
-        found = [event.kind for event in find_events(session, kind=pattern)]
+    with events.reader() as reader:
+        found = [event.kind for event in find_events(reader, kind=pattern)]
     assert found == expected

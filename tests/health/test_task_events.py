@@ -52,8 +52,8 @@ def test_each_end_is_one_task_ended_event(database: Database, seeded: Seeded, en
     task_id = _task(database, seeded, state="running")
     assert records.finish(database, task_id, ending)
     assert not records.finish(database, task_id, ending)  # the race's loser records nothing
-    with database.session() as session:
-        (event,) = find_events(session, kind="task_*")
+    with database.reader() as reader:
+        (event,) = find_events(reader, kind="task_*")
     assert (event.kind, event.severity, event.task_id, event.host) == (
         "task_ended", severity, task_id, "beta")
     assert event.message == f"task {task_id} (sweep.py) of bob {says}"
@@ -69,9 +69,8 @@ def test_task_started_only_after_a_wait_in_the_queue(database: Database, seeded:
     for task_id in (waited, at_once, no_wait):
         assert records.started(database, task_id, pgid=4242, started_at=now)
     assert not records.started(database, waited, pgid=4242, started_at=now)  # not `starting`
-    with database.session() as session:
-        events = find_events(session, kind="task_started")
     with database.reader() as reader:
+        events = find_events(reader, kind="task_started")
         row = get_task(reader, waited)
     assert [event.task_id for event in events] == [waited]
     assert events[0].message.startswith(f"task {waited} (sweep.py) of bob started on beta "

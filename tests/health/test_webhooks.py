@@ -211,8 +211,8 @@ async def test_the_monitor_delivers_task_events_and_records_webhook_failures(
     kinds = [item.body["kind"] for item in receiver.delivered]
     assert kinds[0] == "task_ended" and receiver.delivered[0].body["severity"] == "info"
     assert receiver.delivered[0].body["task_id"] == task_id
-    with database.session() as session:
-        (stored,) = find_events(session, kind="webhook_failed")
+    with database.reader() as reader:
+        (stored,) = find_events(reader, kind="webhook_failed")
     assert stored.message.startswith(f"webhook http://127.0.0.1:{closed_port}/services/*** "
                                      "failed for event task_ended")
     assert "SECRETTOKEN" not in stored.message + str(stored.data)
