@@ -1,18 +1,44 @@
-"""Host history over a time range: raw host samples, or per-bucket aggregates computed in SQL."""
+"""Host history over a time range: raw host samples, or per-bucket aggregates computed in SQL.
+
+Plain SQL through a db.sql reader, so `fleet history hosts` on an SQLite file loads no
+SQLAlchemy. Both backends divide integers by truncation, so a bucket's start is
+`(ts / width) * width` on either.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Float, Select, cast, func, literal, literal_column, select
-from sqlalchemy.orm import Session
-
-from db.models import Host, HostSample
 from db.rows import HostHistoryPoint
+from db.sql import SqlReader
+
+# Columns in the order host_history reads them: host, ts_ms, samples, ts_first, ts_last,
+# load_1m avg/max, cpu_busy avg/max, memory_available min/avg, net_rx max/min, net_tx max/min.
+_RAW_SELECT = """
+SELECT hosts.name, host_samples.ts, 1, host_samples.ts, host_samples.ts,
+       host_samples.load_1m, host_samples.load_1m,
+       host_samples.cpu_busy_pct, host_samples.cpu_busy_pct,
+       host_samples.memory_available_bytes, CAST(host_samples.memory_available_bytes AS FLOAT),
+       host_samples.net_rx_bytes, host_samples.net_rx_bytes,
+       host_samples.net_tx_bytes, host_samples.net_tx_bytes
+FROM host_samples JOIN hosts ON hosts.id = host_samples.host_id
+"""
+# {bucket}: the bucket start, the width inlined (not bound) so that SELECT and GROUP BY are
+# the same expression to PostgreSQL.
+_BUCKETED_SELECT = """
+SELECT hosts.name, {bucket} AS ts_ms, count(*), min(host_samples.ts), max(host_samples.ts),
+       CAST(avg(host_samples.load_1m) AS FLOAT), max(host_samples.load_1m),
+       CAST(avg(host_samples.cpu_busy_pct) AS FLOAT), max(host_samples.cpu_busy_pct),
+       min(host_samples.memory_available_bytes),
+       CAST(avg(host_samples.memory_available_bytes) AS FLOAT),
+       max(host_samples.net_rx_bytes), min(host_samples.net_rx_bytes),
+       max(host_samples.net_tx_bytes), min(host_samples.net_tx_bytes)
+FROM host_samples JOIN hosts ON hosts.id = host_samples.host_id
+"""
 
 
 def host_history(
-    session: Session,
+    reader: SqlReader,
     *,
     since_ms: int,
     until_ms: int,
@@ -29,30 +55,38 @@ def host_history(
         raise ValueError(f"bucket size must be a positive number of seconds, not {bucket_s}")
     if limit is not None and limit <= 0:
         raise ValueError(f"limit must be positive, not {limit}")
-    query = _bucketed(bucket_s * 1000) if bucket_s is not None else _raw()
-    query = query.join(Host, Host.id == HostSample.host_id)
-    query = query.where(HostSample.ts >= since_ms, HostSample.ts < until_ms)
+    where = "WHERE host_samples.ts >= :since_ms AND host_samples.ts < :until_ms"
     if host is not None:
-        query = query.where(Host.name == host)
+        where += " AND hosts.name = :host"
+    if bucket_s is None:
+        sql = f"{_RAW_SELECT}{where} ORDER BY host_samples.ts, hosts.name"
+    else:
+        width = int(bucket_s) * 1000
+        bucket = f"(host_samples.ts / {width}) * {width}"
+        sql = (f"{_BUCKETED_SELECT.format(bucket=bucket)}{where} "
+               f"GROUP BY host_samples.host_id, {bucket}, hosts.name ORDER BY ts_ms, hosts.name")
     if limit is not None:
-        query = query.limit(limit)
+        sql += " LIMIT :limit"
     points: list[HostHistoryPoint] = []
-    for row in session.execute(query):
-        span_s = (row.ts_last - row.ts_first) / 1000 if row.samples > 1 else 0
+    for (name, ts_ms, samples, ts_first, ts_last, load_1m_avg, load_1m_max, cpu_busy_avg,
+         cpu_busy_max, memory_available_min, memory_available_avg, net_rx_max, net_rx_min,
+         net_tx_max, net_tx_min) in reader.rows(sql, {"since_ms": since_ms, "until_ms": until_ms,
+                                                      "host": host, "limit": limit}):
+        span_s = (ts_last - ts_first) / 1000 if samples > 1 else 0
         points.append(HostHistoryPoint(
-            host=row.host,
-            ts_ms=int(row.ts_ms),
-            samples=int(row.samples),
-            load_1m_avg=row.load_1m_avg,
-            load_1m_max=row.load_1m_max,
-            cpu_busy_avg=row.cpu_busy_avg,
-            cpu_busy_max=row.cpu_busy_max,
-            memory_available_min=_int(row.memory_available_min),
-            memory_available_avg=row.memory_available_avg,
-            net_rx_bytes=_int(row.net_rx_max),
-            net_tx_bytes=_int(row.net_tx_max),
-            net_rx_bps=_rate(row.net_rx_max, row.net_rx_min, span_s),
-            net_tx_bps=_rate(row.net_tx_max, row.net_tx_min, span_s),
+            host=name,
+            ts_ms=int(ts_ms),
+            samples=int(samples),
+            load_1m_avg=load_1m_avg,
+            load_1m_max=load_1m_max,
+            cpu_busy_avg=cpu_busy_avg,
+            cpu_busy_max=cpu_busy_max,
+            memory_available_min=_int(memory_available_min),
+            memory_available_avg=memory_available_avg,
+            net_rx_bytes=_int(net_rx_max),
+            net_tx_bytes=_int(net_tx_max),
+            net_rx_bps=_rate(net_rx_max, net_rx_min, span_s),
+            net_tx_bps=_rate(net_tx_max, net_tx_min, span_s),
         ))
     return points
 
@@ -65,52 +99,3 @@ def _rate(high: Any, low: Any, span_s: float) -> float | None:
     if high is None or low is None or span_s <= 0:
         return None
     return (int(high) - int(low)) / span_s
-
-
-def _raw() -> Select[*tuple[Any, ...]]:
-    sample = HostSample
-    return select(
-        Host.name.label("host"),
-        sample.ts.label("ts_ms"),
-        literal(1).label("samples"),
-        sample.ts.label("ts_first"),
-        sample.ts.label("ts_last"),
-        sample.load_1m.label("load_1m_avg"),
-        sample.load_1m.label("load_1m_max"),
-        sample.cpu_busy_pct.label("cpu_busy_avg"),
-        sample.cpu_busy_pct.label("cpu_busy_max"),
-        sample.memory_available_bytes.label("memory_available_min"),
-        cast(sample.memory_available_bytes, Float).label("memory_available_avg"),
-        sample.net_rx_bytes.label("net_rx_max"),
-        sample.net_rx_bytes.label("net_rx_min"),
-        sample.net_tx_bytes.label("net_tx_max"),
-        sample.net_tx_bytes.label("net_tx_min"),
-    ).order_by(sample.ts, Host.name)
-
-
-def _bucketed(bucket_ms: int) -> Select[*tuple[Any, ...]]:
-    """One point per host and bucket; the width is inlined so SELECT and GROUP BY match."""
-    sample = HostSample
-    width = literal_column(str(int(bucket_ms)), BigInteger)
-    bucket_start = ((sample.ts // width) * width).label("ts_ms")
-    return (
-        select(
-            Host.name.label("host"),
-            bucket_start,
-            func.count().label("samples"),
-            func.min(sample.ts).label("ts_first"),
-            func.max(sample.ts).label("ts_last"),
-            cast(func.avg(sample.load_1m), Float).label("load_1m_avg"),
-            func.max(sample.load_1m).label("load_1m_max"),
-            cast(func.avg(sample.cpu_busy_pct), Float).label("cpu_busy_avg"),
-            func.max(sample.cpu_busy_pct).label("cpu_busy_max"),
-            func.min(sample.memory_available_bytes).label("memory_available_min"),
-            cast(func.avg(sample.memory_available_bytes), Float).label("memory_available_avg"),
-            func.max(sample.net_rx_bytes).label("net_rx_max"),
-            func.min(sample.net_rx_bytes).label("net_rx_min"),
-            func.max(sample.net_tx_bytes).label("net_tx_max"),
-            func.min(sample.net_tx_bytes).label("net_tx_min"),
-        )
-        .group_by(sample.host_id, bucket_start, Host.name)
-        .order_by(bucket_start, Host.name)
-    )

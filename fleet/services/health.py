@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from db.rows import EventView, HostHistoryPoint
     from db.sql import SqlReader
     from db.types import Severity
@@ -68,17 +66,16 @@ class HealthService:
     ) -> list[HostHistoryPoint]:
         """Host load and memory samples between two epoch times, raw or per `bucket_s`."""
         from db.host_history import host_history
-        from db.sql import SessionReader
         from fleet.targets import resolve_host
 
-        def load(session: Session) -> list[HostHistoryPoint]:
+        def load(reader: SqlReader) -> list[HostHistoryPoint]:
             if host is not None:
-                resolve_host(SessionReader(session), host)
-            return host_history(session, since_ms=int(since * 1000),
+                resolve_host(reader, host)
+            return host_history(reader, since_ms=int(since * 1000),
                                 until_ms=int(until * 1000), host=host, bucket_s=bucket_s,
                                 limit=limit)
 
-        return await self.context.read("read host history", load)
+        return await self.context.query("read host history", load)
 
     async def drain(self, target: str, reason: str | None = None, *,
                     by: str | None = None, caller: Caller | None = None) -> DrainOutcome:
