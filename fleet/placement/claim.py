@@ -12,6 +12,7 @@ from db.allocations import claim_gpus, expire_reservations
 from db.engine import Database
 from db.errors import AllocationConflict as DbAllocationConflict
 from db.errors import OverLimit
+from db.sql import SessionReader
 from db.types import AllocationKind
 from fleet.errors import AllocationConflict, DispatchError
 from fleet.placement.limits import LimitReached, UserLimits, over_gpu_limit
@@ -85,7 +86,8 @@ def claim(
                 # The write lock is held from here: a claim that waited for it is timed now,
                 # after any release it waited on, so a GPU's allocation intervals never overlap.
                 moment = max(moment, int(time.time()))
-            ids = gpu_ids_by_index(session, host, indices)
+            reader = SessionReader(session)
+            ids = gpu_ids_by_index(reader, host, indices)
             unknown = [index for index in indices if index not in ids]
             if unknown:
                 raise DispatchError(f"{host} has no GPU {unknown} in the database")
@@ -94,7 +96,7 @@ def claim(
                                         task_id=task_id, note=note, expires_at=expires_at,
                                         max_held=limits.max_gpus if limits else None)
             details = {row.gpu_id: row for row in
-                       allocation_details(session, allocation_ids=allocation_ids)}
+                       allocation_details(reader, allocation_ids=allocation_ids)}
     except DbAllocationConflict as exc:
         taken = sorted(index for index, gpu_id in ids.items() if gpu_id in exc.gpu_ids)
         raise AllocationConflict(f"{host} GPU {taken or indices} already allocated") from exc
@@ -137,12 +139,13 @@ def claim_gang(
         with database.session() as session:
             expire_reservations(session, moment)
             moment = max(moment, int(time.time()))
+            reader = SessionReader(session)
             members = list(task_ids(session))
             if len(members) != len(nodes):
                 raise DispatchError(f"a gang of {len(nodes)} nodes got {len(members)} task ids")
             for (host, gpu_indices), task_id in zip(nodes, members, strict=True):
                 indices = sorted(set(gpu_indices))
-                ids = gpu_ids_by_index(session, host, indices)
+                ids = gpu_ids_by_index(reader, host, indices)
                 unknown = [index for index in indices if index not in ids]
                 if unknown:
                     raise DispatchError(f"{host} has no GPU {unknown} in the database")
@@ -151,7 +154,7 @@ def claim_gang(
                                             now=moment, task_id=task_id,
                                             max_held=limits.max_gpus if limits else None)
                 details = {row.gpu_id: row for row in
-                           allocation_details(session, allocation_ids=allocation_ids)}
+                           allocation_details(reader, allocation_ids=allocation_ids)}
                 claims.append(Claim(
                     host=host, gpu_indices=tuple(indices),
                     gpu_uuids=tuple(details[gpu_id].uuid for gpu_id in gpu_ids),

@@ -72,13 +72,14 @@ def mark_idle(database: Database, settings: IdleSettings, now: float) -> IdleOut
     from db.allocation_details import allocation_details
     from db.allocations import release_allocations
     from db.idle import gpu_windows, set_idle_since
+    from db.sql import SessionReader
 
     outcome = IdleOutcome()
     moment = int(now)
     since_ms = int((now - settings.after) * 1000)
     with database.session() as session:
-        held = [row for row in allocation_details(session) if row.created_at <= now - settings.after
-                or row.idle_since is not None]
+        held = [row for row in allocation_details(SessionReader(session))
+                if row.created_at <= now - settings.after or row.idle_since is not None]
         windows = gpu_windows(session, [row.gpu_id for row in held], since_ms)
         for row in held:
             idle = row.created_at <= now - settings.after and \

@@ -7,10 +7,10 @@ import os
 import time
 from collections.abc import Sequence
 
-from db.allocation_details import allocation_details
-from db.allocations import expire_reservations, release_allocations
+from db.allocation_details import allocation_details, reservations_due
 from db.engine import Database
 from db.rows import AllocationDetail
+from db.sql import SessionReader
 from db.types import ACTIVE_TASK_STATES
 from fleet.errors import ConfigError, DispatchError
 
@@ -29,9 +29,19 @@ def current_owner() -> str:
 
 
 def expire(database: Database, now: float | None = None) -> int:
-    """Release every reservation whose time is up; returns how many were released."""
+    """Release every reservation whose time is up; returns how many were released.
+
+    A reader looks first and a write transaction runs only when one is due, so listing
+    allocations stays a read (no write lock, no SQLAlchemy on an SQLite file) when none is.
+    """
+    moment = int(now if now is not None else time.time())
+    with database.reader() as reader:
+        if not reservations_due(reader, moment):
+            return 0
+    from db.allocations import expire_reservations
+
     with database.session() as session:
-        return expire_reservations(session, int(now if now is not None else time.time()))
+        return expire_reservations(session, moment)
 
 
 def list_allocations(
@@ -39,11 +49,9 @@ def list_allocations(
     now: float | None = None,
 ) -> list[AllocationDetail]:
     """Allocations (active ones by default) after releasing expired reservations."""
-    moment = int(now if now is not None else time.time())
-    with database.session() as session:
-        expire_reservations(session, moment)
-    with database.session() as session:
-        return allocation_details(session, active_only=active_only, owner=owner)
+    expire(database, now)
+    with database.reader() as reader:
+        return allocation_details(reader, active_only=active_only, owner=owner)
 
 
 def release(
@@ -60,14 +68,16 @@ def release(
     for an allocation that belongs to a task still running (cancel the task instead) unless
     `force`.
     """
+    from db.allocations import expire_reservations, release_allocations
+
     moment = int(now if now is not None else time.time())
     wanted = sorted(set(allocation_ids))
     if not wanted:
         raise ConfigError("no allocation ids given")
     with database.session() as session:
         expire_reservations(session, moment)
-        found = {row.id: row for row in
-                 allocation_details(session, active_only=False, allocation_ids=wanted)}
+        found = {row.id: row for row in allocation_details(
+            SessionReader(session), active_only=False, allocation_ids=wanted)}
         missing = [allocation_id for allocation_id in wanted if allocation_id not in found]
         if missing:
             raise ConfigError(f"no allocation with id {', '.join(map(str, missing))}")
@@ -90,10 +100,12 @@ def release(
 
 def release_owned(database: Database, owner: str, *, now: float | None = None) -> list[int]:
     """Release every active reservation of `owner` (task allocations are left alone)."""
+    from db.allocations import release_allocations
+
     moment = int(now if now is not None else time.time())
     with database.session() as session:
         mine = [row.id for row in
-                allocation_details(session, owner=owner, kind="reservation")]
+                allocation_details(SessionReader(session), owner=owner, kind="reservation")]
         if mine:
             release_allocations(session, now=moment, reason="released by operator",
                                 allocation_ids=mine)

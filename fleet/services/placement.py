@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.rows import AllocationDetail
+    from db.sql import SqlReader
     from db.types import AllocationKind
     from fleet.caller import Caller
     from fleet.context import FleetContext
@@ -268,11 +269,11 @@ class PlacementService:
     async def _owners(self, allocation_ids: Sequence[int]) -> list[str]:
         from db.allocation_details import allocation_details
 
-        def load(session: Session) -> list[str]:
+        def load(reader: SqlReader) -> list[str]:
             return [row.owner for row in allocation_details(
-                session, active_only=False, allocation_ids=list(allocation_ids))]
+                reader, active_only=False, allocation_ids=list(allocation_ids))]
 
-        return await self.context.read("read allocations", load)
+        return await self.context.query("read allocations", load)
 
     async def release_mine(self, owner: str | None = None, *,
                            caller: Caller | None = None) -> list[int]:
@@ -290,10 +291,11 @@ class PlacementService:
         monitor last judged them (fleet.health.unmanaged)."""
         from db.unmanaged import unmanaged_gpus
 
-        return await self.context.read("read unmanaged use", unmanaged_gpus)
+        return await self.context.query("read unmanaged use", unmanaged_gpus)
 
     async def allocations(self, active_only: bool = True) -> list[AllocationDetail]:
-        """Allocations with host, GPU and task (active only by default); expires old ones first."""
+        """Allocations with host, GPU and task (active only by default); expires old ones first
+        (fleet.placement.reservations.list_allocations: it writes only when one is due)."""
         from fleet.placement.reservations import list_allocations
 
         database = self.context.database
@@ -305,13 +307,14 @@ class PlacementService:
         from db.allocation_details import allocation_details
         from fleet.snapshot import allocation_infos
 
-        def load(session: Session) -> dict[tuple[str, int], AllocationInfo]:
-            return allocation_infos(allocation_details(session, active_only=True))
+        def load(reader: SqlReader) -> dict[tuple[str, int], AllocationInfo]:
+            return allocation_infos(allocation_details(reader, active_only=True))
 
-        return await self.context.read("read allocations", load)
+        return await self.context.query("read allocations", load)
 
     async def expire_reservations(self) -> int:
-        """Release reservations past their expiry; returns how many."""
+        """Release reservations past their expiry (a write only when one is due); returns how
+        many."""
         from fleet.placement.reservations import expire
 
         database = self.context.database

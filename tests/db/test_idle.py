@@ -57,8 +57,8 @@ def test_an_idle_reservation_is_marked_once_and_busy_ones_are_not(
     assert event.gpu_id == idle_gpu
     assert mark_idle(database, settings, NOW + 5).marked == []  # one event, not one per pass
     assert len(_events(database, "allocation_idle")) == 1
-    with database.session() as session:
-        marks = {row.id: row.idle_since for row in allocation_details(session)}
+    with database.reader() as reader:
+        marks = {row.id: row.idle_since for row in allocation_details(reader)}
     assert marks[idle] == NOW - int(AFTER) and list(marks.values()).count(None) == 2
 
     _readings(database, idle_gpu, 90.0, 20 * GIB, since=NOW + 10, until=NOW + 30)
@@ -87,6 +87,6 @@ def test_idle_reservations_are_released_when_asked_and_tasks_never(
     assert later.released == [reservation]
     (event,) = _events(database, "reservation_released_idle")
     assert "released" in event.message and "of ann" in event.message
-    with database.session() as session:
-        rows = {row.id: row for row in allocation_details(session, active_only=False)}
+    with database.reader() as reader:
+        rows = {row.id: row for row in allocation_details(reader, active_only=False)}
     assert rows[reservation].release_reason == "idle" and rows[task].released_at is None

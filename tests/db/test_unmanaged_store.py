@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import event
 
 from db.engine import Database
+from db.sql import SessionReader
 from db.unmanaged import store_unmanaged, unmanaged_gpus
 from fleet.model import ProcessInfo
 from fleet.services.monitor import _stored_form
@@ -31,8 +32,8 @@ def test_changed_gpus_are_written_in_two_statements(database: Database,
         event.remove(database.engine, "before_cursor_execute", count)
     assert written == {("alpha", 0), ("alpha", 1), ("beta", 0)}  # gamma: not known yet
     assert len([s for s in statements if s.lstrip().upper().startswith(("SELECT", "UPDATE"))]) == 2
-    with database.session() as session:
-        stored = unmanaged_gpus(session)
+    with database.reader() as reader:
+        stored = unmanaged_gpus(reader)
     assert [(gpu.host, gpu.gpu_idx, [p["user"] for p in gpu.processes]) for gpu in stored] == [
         ("alpha", 0, ["ann"]), ("alpha", 1, ["ann", "bob"])]
 
@@ -43,7 +44,7 @@ def test_an_empty_list_clears_what_was_stored(database: Database, seeded: Seeded
         session.commit()
         assert store_unmanaged(session, {("beta", 0): []}) == {("beta", 0)}
         session.commit()
-        assert unmanaged_gpus(session) == []
+        assert unmanaged_gpus(SessionReader(session)) == []
 
 
 def test_a_process_whose_memory_changed_is_the_same_stored_use() -> None:

@@ -158,8 +158,8 @@ async def test_snapshots_show_reservations_and_expired_ones_are_released(
         def active_ids() -> list[int]:
             from db.allocation_details import allocation_details
 
-            with database.session() as session:  # a plain read: it expires nothing itself
-                return [a.id for a in allocation_details(session, active_only=True)]
+            with database.reader() as reader:  # a plain read: it expires nothing itself
+                return [a.id for a in allocation_details(reader, active_only=True)]
 
         deadline = time.monotonic() + 20
         while expiring.allocation_ids[0] in await asyncio.to_thread(active_ids):

@@ -52,8 +52,8 @@ def test_sixteen_processes_eight_gpus_exactly_eight_win(tmp_path: Path, db_url: 
     assert any(winner["attempts"] > 1 for winner in winners)  # losers re-placed elsewhere
     database = open_database(files.db)
     try:
-        with database.session() as session:
-            active = allocation_details(session)
+        with database.reader() as reader:
+            active = allocation_details(reader)
     finally:
         database.close()
     assert sorted((row.host, row.gpu_idx) for row in active) == sorted(taken)
