@@ -1,10 +1,11 @@
 """Read commands on a local SQLite file load no SQLAlchemy, and answer exactly as through it.
 
-`fleet tasks` and `fleet history gpus` (raw, and bucketed from the rollups and raw samples) read
-through the stdlib sqlite3 driver when the database is a plain SQLite file at this code's
-schema (db.engine, db.sql). The same database named with a URL option (`?timeout=`) is read
-through SQLAlchemy's engine instead: both must print the same bytes. A command that has to
-write (a reconcile ending a task) loads SQLAlchemy then, and only then.
+`fleet tasks`, `fleet events`, `fleet allocations`, `fleet history hosts` and
+`fleet history gpus` (raw, and bucketed from the rollups and raw samples) read through the
+stdlib sqlite3 driver when the database is a plain SQLite file at this code's schema
+(db.engine, db.sql). The same database named with a URL option (`?timeout=`) is read through
+SQLAlchemy's engine instead: both must print the same bytes. A command that has to write (a
+reconcile ending a task, a reservation to expire) loads SQLAlchemy then, and only then.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ from pathlib import Path
 
 import pytest
 
-from db.allocations import claim_gpus
+from db.allocations import claim_gpus, release_allocations
 from db.engine import open_database
+from db.events import add_event
 from db.gpus import upsert_gpus
 from db.hosts import sync_hosts
 from db.retention import prune_samples_and_rollups, rollup_gpu_five_minutes, rollup_gpu_minutes
 from db.samples import record_samples
 from db.tasks import create_task, finish_task, update_task
-from db.types import GpuFacts, GpuSampleIn, HostFacts
+from db.types import GpuFacts, GpuSampleIn, HostFacts, HostSampleIn
+from db.unmanaged import store_unmanaged
 from tests.fixtures.module_report import REPORT_MODULES, packages, split_report
 
 ROOT = Path(__file__).resolve().parents[2]
+# When lab_db's events and host samples were recorded (2026-01-01 00:00 UTC), and the range the
+# commands read them in: fixed, so that both processes of a comparison print the same range.
+RECORDED_AT = 1_767_225_600
+SINCE, UNTIL = str(RECORDED_AT), str(RECORDED_AT + 3600)
 
 
 def _fleet(home: Path, db: str, *args: str) -> tuple[int, str, str, set[str]]:
@@ -46,7 +53,8 @@ def _fleet(home: Path, db: str, *args: str) -> tuple[int, str, str, set[str]]:
 
 @pytest.fixture
 def lab_db(tmp_path: Path) -> Path:
-    """An SQLite file with two hosts, finished tasks (one with GPUs), a gang and an array."""
+    """An SQLite file with two hosts, finished tasks (one with GPUs), a gang and an array, and
+    (_record_health_and_holdings) events, host samples, reservations and unmanaged use."""
     path = tmp_path / "lab.db"
     (tmp_path / ".run").mkdir(mode=0o700)
     now = int(time.time())
@@ -78,7 +86,53 @@ def lab_db(tmp_path: Path) -> Path:
                 first = first or member
                 finish_task(session, member, state="cancelled" if index else "succeeded",
                             now=now - 100, exit_code=None if index else 0)
+    _record_health_and_holdings(path, now)
     return path
+
+
+def _record_health_and_holdings(path: Path, now: int) -> None:
+    """Events about hosts, GPUs and a task (an hour from RECORDED_AT), host samples with gaps
+    (NULL readings) over that hour, reservations on gpu01 and gpu02 (one expiring tomorrow,
+    one released) and a process fleet did not start on gpu02."""
+    with open_database(str(path)) as database:
+        with database.session() as session:
+            hosts = sync_hosts(session, [HostFacts("gpu01", "10.0.0.1"),
+                                         HostFacts("gpu02", "10.0.0.2", port=2222)], now=now)
+            gpu01 = upsert_gpus(session, hosts["gpu01"],
+                                [GpuFacts(i, f"GPU-01-{i}", "Sim H100") for i in range(2)],
+                                now=now).ids
+            gpu02 = upsert_gpus(session, hosts["gpu02"],
+                                [GpuFacts(i, f"GPU-02-{i}", "Sim A100") for i in range(2)],
+                                now=now).ids
+            for minute, (kind, severity, host, gpu, data) in enumerate([
+                    ("host_down", "error", "gpu02", None, {"after_s": 90}),
+                    ("gpu_hot", "warning", "gpu01", gpu01[1], {"temperature_c": 91.5}),
+                    ("host_up", "info", "gpu02", None, None),
+                    ("gpu_cooled", "info", "gpu01", gpu01[1], None),
+                    ("task_ended", "warning", "gpu01", None, {"state": "failed"}),
+                    ("hook_failed", "critical", None, None, {"hook": "page"})] * 3):
+                add_event(session, ts=RECORDED_AT + 60 * minute, kind=kind, severity=severity,
+                          message=f"{kind} #{minute}",
+                          host_id=None if host is None else hosts[host], gpu_id=gpu,
+                          task_id=2 if kind == "task_ended" else None, data=data)
+            claim_gpus(session, [gpu01[0]], kind="reservation", owner="dee", now=now - 50,
+                       note="debugging NCCL", expires_at=now + 86400)
+            claim_gpus(session, [gpu02[1]], kind="reservation", owner="eve", now=now - 40)
+            (released,) = claim_gpus(session, [gpu02[0]], kind="reservation", owner="eve",
+                                     now=now - 30)
+            release_allocations(session, now=now - 20, reason="released by operator",
+                                allocation_ids=[released])
+            store_unmanaged(session, {("gpu02", 0): [{"pid": 4711, "name": "python",
+                                                      "uid": 1003, "user": "fay"}]})
+        with database.session() as session:
+            record_samples(session, [
+                HostSampleIn(hosts[name], (RECORDED_AT + 15 * step) * 1000 + offset,
+                             load_1m=None if step % 9 == 4 else step / 8,
+                             cpu_busy_pct=None if step % 9 == 4 else float(step * 7 % 100),
+                             memory_available_bytes=(64 << 30) - step * (1 << 26),
+                             net_rx_bytes=None if step % 13 == 5 else step * 1_250_000,
+                             net_tx_bytes=step * 310_000)
+                for step in range(240) for name, offset in (("gpu01", 0), ("gpu02", 250))], [])
 
 
 READS = [
@@ -89,6 +143,21 @@ READS = [
     ("--json", "tasks", "1"),
     ("tasks", "3"),
     ("--json", "tasks", "5:2"),
+    ("events", "--since", SINCE, "--until", UNTIL),
+    ("--json", "events", "--since", SINCE, "--until", UNTIL),
+    ("events", "--since", SINCE, "--until", UNTIL, "--severity", "warning", "--limit", "4"),
+    ("--json", "events", "--since", SINCE, "--until", UNTIL, "--hosts", "gpu01",
+     "--kind", "GPU_*"),
+    ("allocations",),
+    ("--json", "allocations"),
+    ("allocations", "--all"),
+    ("--json", "allocations", "--all"),
+    ("history", "hosts", "--since", SINCE, "--until", UNTIL),
+    ("--json", "history", "hosts", "--since", SINCE, "--until", UNTIL),
+    ("history", "hosts", "--since", SINCE, "--until", UNTIL, "--bucket", "1m"),
+    ("--json", "history", "hosts", "--since", SINCE, "--until", UNTIL, "--bucket", "1m"),
+    ("history", "hosts", "--since", SINCE, "--until", UNTIL, "--bucket", "7m", "--hosts",
+     "gpu02", "--format", "csv"),
 ]
 
 
@@ -98,7 +167,7 @@ def test_read_commands_load_no_sqlalchemy_and_match_the_engine(
     home = lab_db.parent
     code, out, err, loaded = _fleet(home, str(lab_db), *args)
     assert code == 0, err
-    assert out.strip() and "no tasks" not in out
+    assert out.strip() and not out.startswith("no ")  # "no tasks", "no events in ..."
     assert "sqlalchemy" not in loaded, args
     through_engine = _fleet(home, f"sqlite:///{lab_db}?timeout=30", *args)
     assert through_engine[:3] == (0, out, err)
@@ -111,6 +180,11 @@ def test_a_mistake_is_reported_the_same_way_without_sqlalchemy(lab_db: Path) -> 
     assert "no task with id 99" in err and "sqlalchemy" not in loaded
     code, _, err, loaded = _fleet(lab_db.parent, str(lab_db), "tasks", "5:7")
     assert code == 2 and "array 5 has no index 7" in err and "sqlalchemy" not in loaded
+    for command in (("events",), ("history", "hosts")):
+        code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), *command, "--hosts", "gpu9")
+        assert (code, out) == (2, ""), command
+        assert "unknown host 'gpu9'; known hosts: gpu01, gpu02" in err
+        assert "sqlalchemy" not in loaded
 
 
 def test_a_reconcile_that_must_write_loads_sqlalchemy_and_writes(lab_db: Path) -> None:
@@ -122,6 +196,25 @@ def test_a_reconcile_that_must_write_loads_sqlalchemy_and_writes(lab_db: Path) -
     shown = json.loads(out)["tasks"][0]
     assert shown["state"] == "cancelled" and "waiting dispatcher went away" in shown["error"]
     assert "sqlalchemy" in loaded
+
+
+def test_allocations_expire_a_reservation_that_is_due_and_only_then_load_sqlalchemy(
+        lab_db: Path) -> None:
+    with open_database(str(lab_db)) as database, database.session() as session:
+        (gpu_id,) = session.connection().exec_driver_sql(
+            "SELECT gpus.id FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
+            "WHERE hosts.name = 'gpu01' AND gpus.idx = 1").scalars()
+        (due,) = claim_gpus(session, [gpu_id], kind="reservation", owner="gus",
+                            now=int(time.time()) - 120, expires_at=int(time.time()) - 60)
+    code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), "--json", "allocations", "--all")
+    assert code == 0, err
+    (expired,) = [row for row in json.loads(out)["allocations"] if row["id"] == due]
+    assert expired["released_at"] is not None and expired["release_reason"] == "expired"
+    assert "sqlalchemy" in loaded
+    code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), "--json", "allocations")
+    assert code == 0, err
+    assert due not in [row["id"] for row in json.loads(out)["allocations"]]
+    assert "sqlalchemy" not in loaded  # nothing left to expire: a read again
 
 
 def test_a_new_or_older_database_is_created_or_migrated_as_before(tmp_path: Path) -> None:
