@@ -71,7 +71,7 @@ class PlacementService:
 
         inventory = await self.context.hosts.refresh()
         select_hosts(inventory, request.hosts)  # a typo in --hosts is an error, not "none"
-        recent = await self.context.read("read recent history", self._recent_load)
+        recent = await self.context.query("read recent history", self._recent_load)
         if snapshot is None and self.live_snapshot is not None:
             current = self.live_snapshot()
             seen = {host.spec.name for host in current.hosts} if current is not None else set()
@@ -336,13 +336,12 @@ class PlacementService:
 
         return await self.context.read("read hosts and samples", load)
 
-    def _recent_load(self, session: Session) -> dict[tuple[str, int], RecentLoad]:
+    def _recent_load(self, reader: SqlReader) -> dict[tuple[str, int], RecentLoad]:
         from db.history import gpu_history
-        from db.sql import SessionReader
         from fleet.placement.candidates import summarise_history
 
         now = self.context.now()
-        points = gpu_history(SessionReader(session), since_ms=int((now - RECENT_WINDOW_S) * 1000),
+        points = gpu_history(reader, since_ms=int((now - RECENT_WINDOW_S) * 1000),
                              until_ms=int(now * 1000) + 1, bucket_s=RECENT_BUCKET_S)
         return summarise_history(points)
 
