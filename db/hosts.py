@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Host
-from db.types import HostFacts, HostProbeFacts, HostRow, HostState
+from db.types import HostFacts, HostProbeFacts, HostState
 
 PROBE_FACT_FIELDS = (
     "hostname",
@@ -136,11 +136,6 @@ def set_host_drained(session: Session, host_id: int, drained: bool, reason: str 
     row.drain_reason = reason if drained else None
 
 
-def list_hosts(session: Session) -> list[HostRow]:
-    """Every stored host, ordered by name."""
-    return [_host_row(row) for row in session.scalars(select(Host).order_by(Host.name))]
-
-
 def host_ids_by_name(session: Session) -> dict[str, int]:
     """name → id of every stored host."""
     return {name: host_id for name, host_id in session.execute(select(Host.name, Host.id))}
@@ -151,31 +146,3 @@ def _host(session: Session, host_id: int) -> Host:
     if row is None:
         raise LookupError(f"no host with id {host_id}")
     return row
-
-
-def _host_row(row: Host) -> HostRow:
-    return HostRow(
-        id=row.id,
-        name=row.name,
-        address=row.address,
-        port=row.port,
-        user=row.user,
-        connection=row.connection,
-        source=row.source,
-        groups=tuple(str(group) for group in json.loads(row.groups_json)),
-        labels=tuple((str(key), str(value)) for key, value in json.loads(row.labels_json)),
-        state=row.state,
-        state_reason=row.state_reason,
-        drained=row.drained,
-        drain_reason=row.drain_reason,
-        hostname=row.hostname,
-        kernel=row.kernel,
-        driver_version=row.driver_version,
-        cuda_driver_version=row.cuda_driver_version,
-        cpu_count=row.cpu_count,
-        memory_total_bytes=row.memory_total_bytes,
-        gpu_count=row.gpu_count,
-        first_seen=row.first_seen,
-        last_seen=row.last_seen,
-        last_probe_at=row.last_probe_at,
-    )

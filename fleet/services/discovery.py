@@ -60,11 +60,11 @@ class DiscoveryService:
 
     def known_endpoints(self) -> dict[tuple[str, int], KnownHost]:
         """(address, port) → name and source of every host in the inventory or the database."""
-        from db.hosts import list_hosts
+        from db.host_reads import list_hosts
         from fleet.discovery.candidates import KnownHost
 
         known = {(row.address, row.port): KnownHost(row.name, row.source)
-                 for row in self._discovery_db("list hosts", list_hosts)}
+                 for row in self.context.in_reader("list hosts", list_hosts)}
         for spec in self.context.inventory.hosts:
             if spec.connection == "ssh":
                 known[spec.key] = KnownHost(spec.name, "inventory")

@@ -64,9 +64,9 @@ class HostService:
 
     async def registered_hosts(self) -> list[HostRow]:
         """Every host the database knows, with its last state and facts."""
-        from db.hosts import list_hosts
+        from db.host_reads import list_hosts
 
-        return await self.context.read("list hosts", list_hosts)
+        return await self.context.query("list hosts", list_hosts)
 
     async def latest_gpus(self, host_names: Sequence[str] | None = None) -> list[LatestGpu]:
         """Each known GPU with its latest recorded sample."""

@@ -323,13 +323,14 @@ class PlacementService:
     async def _candidates_from_db(self, recent: dict[tuple[str, int], RecentLoad],
                                   source: str) -> CandidateSet:
         from db.gpus import latest_gpus
-        from db.hosts import list_hosts
+        from db.host_reads import list_hosts
+        from db.sql import SessionReader
         from fleet.placement.candidates import candidates_from_database
 
         specs = self.context.hosts.inventory().hosts
 
         def load(session: Session) -> CandidateSet:
-            rows = list_hosts(session)
+            rows = list_hosts(SessionReader(session))
             latest = latest_gpus(session, [spec.name for spec in specs])
             return candidates_from_database(specs, rows, latest, recent, now=self.context.now(),
                                             source=source)

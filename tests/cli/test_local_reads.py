@@ -158,6 +158,8 @@ READS = [
     ("--json", "history", "hosts", "--since", SINCE, "--until", UNTIL, "--bucket", "1m"),
     ("history", "hosts", "--since", SINCE, "--until", UNTIL, "--bucket", "7m", "--hosts",
      "gpu02", "--format", "csv"),
+    ("hosts",),
+    ("--json", "hosts"),
 ]
 
 

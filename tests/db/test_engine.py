@@ -15,8 +15,10 @@ from db.engine import (
     resolve_database_url,
 )
 from db.errors import DatabaseError
-from db.hosts import list_hosts, sync_hosts
+from db.host_reads import list_hosts
+from db.hosts import sync_hosts
 from db.migrate import head_revision, script_head_revision
+from db.sql import SessionReader
 from db.types import HostFacts
 from tests.db.conftest import race
 
@@ -86,7 +88,7 @@ def test_second_open_keeps_data_and_changes_nothing(db_path: Path) -> None:
         sync_hosts(session, [HostFacts("keep", "10.0.0.9")], now=5)
     schema_before = _schema(db_path)
     with open_database(str(db_path)) as database, database.session() as session:
-        assert [host.name for host in list_hosts(session)] == ["keep"]
+        assert [host.name for host in list_hosts(SessionReader(session))] == ["keep"]
     assert _schema(db_path) == schema_before
 
 
@@ -150,7 +152,8 @@ def test_concurrent_first_open_migrates_once(db_path: Path, tmp_path: Path) -> N
     outputs = race(OPEN_ON_GO, tmp_path / "go", [[str(db_path), f"w{i}"] for i in range(4)])
     assert outputs == ["opened"] * 4
     with open_database(str(db_path)) as database, database.session() as session:
-        assert sorted(host.name for host in list_hosts(session)) == ["w0", "w1", "w2", "w3"]
+        names = sorted(host.name for host in list_hosts(SessionReader(session)))
+        assert names == ["w0", "w1", "w2", "w3"]
         versions = session.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
         assert versions == [head_revision()]
 

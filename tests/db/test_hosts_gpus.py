@@ -7,8 +7,10 @@ import pytest
 from db.engine import Database
 from db.events import add_event, list_events
 from db.gpus import latest_gpus, set_gpu_drained, set_gpu_state, upsert_gpus
-from db.hosts import list_hosts, sync_hosts, update_host_probe_facts, update_host_state
+from db.host_reads import list_hosts
+from db.hosts import sync_hosts, update_host_probe_facts, update_host_state
 from db.samples import record_samples
+from db.sql import SessionReader
 from db.types import GpuChange, GpuFacts, GpuSampleIn, HostFacts, HostProbeFacts
 from tests.db.conftest import SeededFleet
 
@@ -26,7 +28,7 @@ def test_sync_hosts_upserts_by_address_and_port(database: Database) -> None:
     with database.session() as session:
         # "a" renamed at the same address keeps its id; "b" absent from this sync is kept.
         second = sync_hosts(session, [HostFacts("a-renamed", "10.0.0.1")], now=200)
-        hosts = {host.name: host for host in list_hosts(session)}
+        hosts = {host.name: host for host in list_hosts(SessionReader(session))}
     assert second == {"a-renamed": first["a"]}
     assert set(hosts) == {"a-renamed", "b"}
     assert hosts["a-renamed"].first_seen == 100 and hosts["a-renamed"].last_seen == 200
@@ -39,7 +41,7 @@ def test_sync_hosts_moves_a_host_whose_address_changed(database: Database) -> No
         ids = sync_hosts(session, [HostFacts("gpu1", "10.0.0.1", labels=(("k", "v"),))], now=1)
         moved = sync_hosts(session, [HostFacts("gpu1", "10.0.0.99")], now=2)
         assert moved == ids
-        (host,) = list_hosts(session)
+        (host,) = list_hosts(SessionReader(session))
     assert (host.address, host.labels) == ("10.0.0.99", ())
 
 
@@ -48,7 +50,7 @@ def test_sync_hosts_renames_a_stale_holder_of_a_name(database: Database) -> None
         old = sync_hosts(session, [HostFacts("x", "10.0.0.1"), HostFacts("y", "10.0.0.2")], now=1)
         # Names swap between the two addresses.
         new = sync_hosts(session, [HostFacts("y", "10.0.0.1"), HostFacts("x", "10.0.0.2")], now=2)
-        names = {host.address: host.name for host in list_hosts(session)}
+        names = {host.address: host.name for host in list_hosts(SessionReader(session))}
     assert new == {"y": old["x"], "x": old["y"]}
     assert names == {"10.0.0.1": "y", "10.0.0.2": "x"}
 
@@ -75,7 +77,7 @@ def test_host_state_and_probe_facts(database: Database, seeded: SeededFleet) -> 
         )
         with pytest.raises(LookupError, match="no host with id 999"):
             update_host_state(session, 999, "up", None, now=1)
-        host = next(h for h in list_hosts(session) if h.id == alpha)
+        host = next(h for h in list_hosts(SessionReader(session)) if h.id == alpha)
     assert first == {"hostname": (None, "alpha"), "driver_version": (None, "550.1")}
     assert second == {"driver_version": ("550.1", "560.2"), "cpu_count": (None, 64)}
     assert (host.state, host.state_reason, host.hostname, host.last_probe_at) == (

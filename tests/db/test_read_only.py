@@ -24,8 +24,10 @@ import pytest
 from db.engine import open_database
 from db.errors import DatabaseError, ReadOnlyDatabase
 from db.events import add_event, list_events
-from db.hosts import list_hosts, sync_hosts
+from db.host_reads import list_hosts
+from db.hosts import sync_hosts
 from db.migrate import head_revision
+from db.sql import SessionReader
 from db.types import HostFacts
 from tests.db.conftest import REPO_ROOT
 
@@ -117,7 +119,7 @@ def test_immutable_file_is_read_without_migrating_and_refuses_writes(tmp_path: P
         try:
             assert database.read_only_file == path
             with database.session() as session:
-                assert [host.name for host in list_hosts(session)] == ["gpu01"]
+                assert [host.name for host in list_hosts(SessionReader(session))] == ["gpu01"]
                 assert [event.message for event in list_events(session)] == [
                     "gpu01 stopped answering"
                 ]
@@ -142,7 +144,7 @@ def test_file_in_a_directory_this_user_cannot_write_is_opened_read_only(tmp_path
             assert database.read_only_file == path
             assert "cannot create files in its directory" in database.read_only_reason
             with database.session() as session:
-                assert [host.name for host in list_hosts(session)] == ["gpu01"]
+                assert [host.name for host in list_hosts(SessionReader(session))] == ["gpu01"]
             with (
                 pytest.raises(ReadOnlyDatabase, match="directory") as caught,
                 database.session() as session,

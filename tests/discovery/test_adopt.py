@@ -10,7 +10,8 @@ import asyncssh
 import pytest
 
 from db.events import list_events
-from db.hosts import list_hosts
+from db.host_reads import list_hosts
+from db.sql import SessionReader
 from fleet.discovery.autoadopt import AutoAdoptPolicy
 from fleet.errors import HostKeyRejected
 from fleet.inventory import Inventory
@@ -137,7 +138,7 @@ async def test_auto_adopt_takes_only_the_configured_session(
         statuses = await fleet.status(timeout=30)
         assert [(s.spec.name, s.state) for s in statuses] == [(f"ours-{token}", "up")]
         with fleet.database.session() as session:
-            rows = {row.name: row.source for row in list_hosts(session)}
+            rows = {row.name: row.source for row in list_hosts(SessionReader(session))}
         assert rows == {f"ours-{token}": "adopted"}
         with fleet.database.session() as session:
             kinds = [event.kind for event in list_events(session)]

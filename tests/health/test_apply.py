@@ -7,7 +7,8 @@ import pytest
 from db.engine import Database
 from db.events import list_events
 from db.gpus import latest_gpus
-from db.hosts import list_hosts
+from db.host_reads import list_hosts
+from db.sql import SessionReader
 from fleet.health.apply import apply_health_changes, load_health_seeds, record_host_outcome
 from fleet.health.rules import HealthChange, HealthTracker
 from fleet.model import GpuReport, HostReport, ProbeReport
@@ -50,14 +51,14 @@ def test_host_down_and_up_are_written(database: Database, seeded: Seeded) -> Non
                 session, beta_id, "beta", "unreachable", "no route to host",
                 failures=tracker.failures("beta"), down_after=3, now=3000 + now)
             states.append(recorded.state)
-        (beta,) = [h for h in list_hosts(session) if h.name == "beta"]
+        (beta,) = [h for h in list_hosts(SessionReader(session)) if h.name == "beta"]
     assert states == ["unknown", "unknown", "down"]
     assert (beta.state, beta.state_reason) == ("down", "unreachable: no route to host")
     with database.session() as session:
         tracker.observe("beta", "up", None, _report(40), now=9)
         recorded = record_host_outcome(session, beta_id, "beta", "up", None,
                                        failures=tracker.failures("beta"), down_after=3, now=3100)
-        (beta,) = [h for h in list_hosts(session) if h.name == "beta"]
+        (beta,) = [h for h in list_hosts(SessionReader(session)) if h.name == "beta"]
         events = list_events(session)
     assert beta.state == "up" and beta.state_reason is None
     assert [(e.kind, e.severity) for e in events] == [("host_down", "error"), ("host_up", "info")]

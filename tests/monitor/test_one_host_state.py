@@ -7,7 +7,8 @@ from pathlib import Path
 
 from db.engine import Database
 from db.events import list_events
-from db.hosts import list_hosts
+from db.host_reads import list_hosts
+from db.sql import SessionReader
 from fleet.fanout import HostStatus, probe_host
 from fleet.health.rules import HealthSettings, HealthTracker
 from fleet.model import HostReport, HostSpec, ProbeReport
@@ -35,7 +36,7 @@ def _up(spec: HostSpec) -> HostStatus:
 
 def _stored(database: Database, name: str) -> tuple[str, str | None]:
     with database.session() as session:
-        (host,) = [host for host in list_hosts(session) if host.name == name]
+        (host,) = [host for host in list_hosts(SessionReader(session)) if host.name == name]
     return host.state, host.state_reason
 
 
