@@ -33,7 +33,8 @@ from db.models import (
     GpuSampleMinute,
     HostSample,
 )
-from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS, READINGS
+from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS, READINGS, minute_watermark_ms
+from db.sql import SessionReader
 
 # How far back the first 5-minute pass reaches into minutes rolled up before the periods
 # existed (as migration 0014 does): older buckets keep being read from the minutes.
@@ -61,8 +62,7 @@ class PruneResult:
 
 def rollup_watermark_ms(session: Session) -> int | None:
     """End (exclusive) of the rolled-up range: the newest bucket start + 1 minute, or None."""
-    newest = session.scalar(select(func.max(GpuSampleMinute.bucket_ts)))
-    return None if newest is None else int(newest) + MINUTE_MS
+    return minute_watermark_ms(SessionReader(session))
 
 
 def reading_weight(rollup: type[GpuRollupColumns], reading: str) -> Any:

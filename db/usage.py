@@ -1,7 +1,8 @@
 """What `fleet usage` is computed from: GPU holdings within a window, how busy their GPUs were
 (per minute, from the rollups and the raw samples not rolled up yet), and the tasks submitted.
 
-Times in and out are epoch seconds; samples and rollups are keyed by epoch milliseconds.
+Plain SQL through a db.sql reader (no SQLAlchemy on an SQLite file). Times in and out are
+epoch seconds; samples and rollups are keyed by epoch milliseconds.
 """
 
 from __future__ import annotations
@@ -9,13 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
-from db.models import Allocation, Gpu, GpuSample, GpuSampleMinute, Host, Task
-from db.retention import rollup_watermark_ms
-
-MINUTE_MS = 60_000
+from db.rollup_periods import MINUTE_MS, minute_watermark_ms
+from db.sql import SqlReader, chunks, in_list
 
 
 @dataclass(frozen=True)
@@ -48,21 +44,24 @@ class SubmittedTask:
     wait_s: float | None  # submitted → started (None: it never started)
 
 
-def holdings(session: Session, since_s: float, until_s: float) -> list[Holding]:
+def holdings(reader: SqlReader, since_s: float, until_s: float) -> list[Holding]:
     """Every allocation overlapping [since_s, until_s), cut to it (an active one ends now)."""
-    end = func.coalesce(Allocation.released_at, int(until_s))
-    rows = session.execute(
-        select(Allocation.owner, Allocation.kind, Allocation.task_id, Allocation.gpu_id,
-               Host.name, Gpu.name, Allocation.created_at, end)
-        .join(Gpu, Gpu.id == Allocation.gpu_id).join(Host, Host.id == Gpu.host_id)
-        .where(Allocation.created_at < until_s, end > since_s)
-        .order_by(Allocation.id)).all()
+    rows = reader.rows(
+        "SELECT allocations.owner, allocations.kind, allocations.task_id, allocations.gpu_id, "
+        "hosts.name, gpus.name, allocations.created_at, "
+        "coalesce(allocations.released_at, :until_whole) "
+        "FROM allocations JOIN gpus ON gpus.id = allocations.gpu_id "
+        "JOIN hosts ON hosts.id = gpus.host_id "
+        "WHERE allocations.created_at < :until_s "
+        "AND coalesce(allocations.released_at, :until_whole) > :since_s "
+        "ORDER BY allocations.id",
+        {"until_whole": int(until_s), "until_s": until_s, "since_s": since_s})
     return [Holding(owner, kind, task_id, gpu_id, host, model or "unknown", int(created),
                     max(float(created), since_s), min(float(ended), until_s))
             for owner, kind, task_id, gpu_id, host, model, created, ended in rows]
 
 
-def minute_utilisation(session: Session, gpu_ids: set[int], since_s: float,
+def minute_utilisation(reader: SqlReader, gpu_ids: set[int], since_s: float,
                        until_s: float) -> dict[int, dict[int, float]]:
     """Per GPU, its average utilisation (%) in each minute [start_ms, start_ms + 60 s) of the
     window: rolled-up minutes from gpu_samples_1m, later ones from the raw samples."""
@@ -71,20 +70,23 @@ def minute_utilisation(session: Session, gpu_ids: set[int], since_s: float,
         return found
     first_ms = int(since_s * 1000) // MINUTE_MS * MINUTE_MS
     until_ms = int(until_s * 1000)
-    watermark = rollup_watermark_ms(session) or first_ms
-    for gpu_id, bucket, util in session.execute(
-            select(GpuSampleMinute.gpu_id, GpuSampleMinute.bucket_ts, GpuSampleMinute.util_avg)
-            .where(GpuSampleMinute.gpu_id.in_(gpu_ids), GpuSampleMinute.bucket_ts >= first_ms,
-                   GpuSampleMinute.bucket_ts < min(until_ms, watermark),
-                   GpuSampleMinute.util_avg.is_not(None))):
-        found[gpu_id][int(bucket)] = float(util or 0.0)
-    minute = GpuSample.ts // MINUTE_MS * MINUTE_MS
-    for gpu_id, bucket, util in session.execute(
-            select(GpuSample.gpu_id, minute, func.avg(GpuSample.utilization_gpu_pct))
-            .where(GpuSample.gpu_id.in_(gpu_ids), GpuSample.ts >= max(first_ms, watermark),
-                   GpuSample.ts < until_ms, GpuSample.utilization_gpu_pct.is_not(None))
-            .group_by(GpuSample.gpu_id, minute)):
-        found[gpu_id][int(bucket)] = float(util)
+    watermark = minute_watermark_ms(reader) or first_ms
+    for some_ids in chunks(sorted(gpu_ids)):
+        placeholders, parameters = in_list("gpu", some_ids)
+        for gpu_id, bucket, util in reader.rows(
+                "SELECT gpu_id, bucket_ts, util_avg FROM gpu_samples_1m "
+                f"WHERE gpu_id IN ({placeholders}) AND bucket_ts >= :first_ms "
+                "AND bucket_ts < :rolled_until AND util_avg IS NOT NULL",
+                {**parameters, "first_ms": first_ms, "rolled_until": min(until_ms, watermark)}):
+            found[gpu_id][int(bucket)] = float(util or 0.0)
+        # whole minutes by integer division on both backends (the width is an integer literal)
+        for gpu_id, bucket, util in reader.rows(
+                f"SELECT gpu_id, (ts / {MINUTE_MS}) * {MINUTE_MS}, avg(utilization_gpu_pct) "
+                f"FROM gpu_samples WHERE gpu_id IN ({placeholders}) AND ts >= :raw_from "
+                "AND ts < :until_ms AND utilization_gpu_pct IS NOT NULL "
+                f"GROUP BY gpu_id, (ts / {MINUTE_MS}) * {MINUTE_MS}",
+                {**parameters, "raw_from": max(first_ms, watermark), "until_ms": until_ms}):
+            found[gpu_id][int(bucket)] = float(util)
     return found
 
 
@@ -101,14 +103,13 @@ def busy_seconds(holding: Holding, minutes: dict[int, float]) -> float:
     return total
 
 
-def submitted_tasks(session: Session, since_s: float, until_s: float) -> list[SubmittedTask]:
+def submitted_tasks(reader: SqlReader, since_s: float, until_s: float) -> list[SubmittedTask]:
     """Tasks submitted within [since_s, until_s)."""
-    rows = session.execute(
-        select(Task.owner, Host.name, Task.state, Task.timed_out, Task.submitted_at,
-               Task.started_at)
-        .outerjoin(Host, Host.id == Task.host_id)
-        .where(Task.submitted_at >= since_s, Task.submitted_at < until_s)
-        .order_by(Task.id)).all()
+    rows = reader.rows(
+        "SELECT tasks.owner, hosts.name, tasks.state, tasks.timed_out, tasks.submitted_at, "
+        "tasks.started_at FROM tasks LEFT OUTER JOIN hosts ON hosts.id = tasks.host_id "
+        "WHERE tasks.submitted_at >= :since_s AND tasks.submitted_at < :until_s "
+        "ORDER BY tasks.id", {"since_s": since_s, "until_s": until_s})
     return [SubmittedTask(owner, host, state, bool(timed_out),
                           None if started is None else float(started - submitted))
             for owner, host, state, timed_out, submitted, started in rows]

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from fleet.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
+    from db.sql import SqlReader
     from db.usage import Holding, SubmittedTask
     from fleet.context import FleetContext
 
@@ -110,21 +109,21 @@ class UsageService:
         end = self.context.now() if until is None else until
         if end <= since:
             raise ConfigError("the usage window is empty: --until is not after --since")
-        holdings, busy, tasks = await self.context.read(
-            "read usage", lambda session: _load(session, since, end))
+        holdings, busy, tasks = await self.context.query(
+            "read usage", lambda reader: _load(reader, since, end))
         rows = [tally.row() for tally in _tally(holdings, busy, tasks, _keys(by)).values()]
         ordered = sorted(rows, key=lambda row: (-row.gpu_hours, row.key))
         return UsageReport(since, end, by, tuple(ordered))
 
 
-def _load(session: Session, since: float, until: float) -> tuple[
+def _load(reader: SqlReader, since: float, until: float) -> tuple[
         list[Holding], list[float], list[SubmittedTask]]:
     from db.usage import busy_seconds, holdings, minute_utilisation, submitted_tasks
 
-    held = holdings(session, since, until)
-    minutes = minute_utilisation(session, {h.gpu_id for h in held}, since, until)
+    held = holdings(reader, since, until)
+    minutes = minute_utilisation(reader, {h.gpu_id for h in held}, since, until)
     busy = [busy_seconds(h, minutes.get(h.gpu_id, {})) for h in held]
-    return held, busy, submitted_tasks(session, since, until)
+    return held, busy, submitted_tasks(reader, since, until)
 
 
 KeyOf = Callable[[str, str | None, str | None], Iterable[str]]  # (owner, host, model) → keys

@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # commands read them in: fixed, so that both processes of a comparison print the same range.
 RECORDED_AT = 1_767_225_600
 SINCE, UNTIL = str(RECORDED_AT), str(RECORDED_AT + 3600)
+# A window around everything lab_db holds (tasks a few minutes old, reservations still held).
+USAGE_SINCE, USAGE_UNTIL = str(int(time.time()) - 86_400), str(int(time.time()) + 3600)
 
 
 def _fleet(home: Path, db: str, *args: str) -> tuple[int, str, str, set[str]]:
@@ -160,6 +162,10 @@ READS = [
      "gpu02", "--format", "csv"),
     ("hosts",),
     ("--json", "hosts"),
+    ("usage", "--since", USAGE_SINCE, "--until", USAGE_UNTIL),
+    ("--json", "usage", "--since", USAGE_SINCE, "--until", USAGE_UNTIL, "--by", "host"),
+    ("usage", "--since", USAGE_SINCE, "--until", USAGE_UNTIL, "--by", "gpu-model",
+     "--format", "csv"),
 ]
 
 
