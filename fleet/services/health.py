@@ -64,16 +64,22 @@ class HealthService:
         bucket_s: int | None = None,
         limit: int | None = None,
     ) -> list[HostHistoryPoint]:
-        """Host load and memory samples between two epoch times, raw or per `bucket_s`."""
+        """Host load and memory samples between two epoch times, raw or per `bucket_s`.
+
+        An unknown `host`, or a non-positive bucket or limit, is a ConfigError.
+        """
         from db.host_history import host_history
         from fleet.targets import resolve_host
 
         def load(reader: SqlReader) -> list[HostHistoryPoint]:
             if host is not None:
                 resolve_host(reader, host)
-            return host_history(reader, since_ms=int(since * 1000),
-                                until_ms=int(until * 1000), host=host, bucket_s=bucket_s,
-                                limit=limit)
+            try:
+                return host_history(reader, since_ms=int(since * 1000),
+                                    until_ms=int(until * 1000), host=host, bucket_s=bucket_s,
+                                    limit=limit)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
 
         return await self.context.query("read host history", load)
 

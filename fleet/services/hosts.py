@@ -89,9 +89,11 @@ class HostService:
 
         Bucketed ranges older than the raw-sample retention are answered from the 1- and
         5-minute rollups, so long histories stay available after raw samples are pruned. An unknown
-        `host` or `gpu` ("HOST:IDX" or UUID) is a ConfigError naming what is known.
+        `host` or `gpu` ("HOST:IDX" or UUID) is a ConfigError naming what is known, and so is a
+        non-positive bucket or limit.
         """
         from db.rollup_history import gpu_history_with_rollups
+        from fleet.errors import ConfigError
         from fleet.targets import resolve_gpu, resolve_host
 
         def load(reader: SqlReader) -> list[GpuHistoryPoint]:
@@ -99,8 +101,11 @@ class HostService:
                 resolve_host(reader, host)
             if gpu is not None:
                 resolve_gpu(reader, gpu)
-            return gpu_history_with_rollups(
-                reader, since_ms=int(since * 1000), until_ms=int(until * 1000), host=host,
-                gpu=gpu, bucket_s=bucket_s, limit=limit)
+            try:
+                return gpu_history_with_rollups(
+                    reader, since_ms=int(since * 1000), until_ms=int(until * 1000), host=host,
+                    gpu=gpu, bucket_s=bucket_s, limit=limit)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
 
         return await self.context.query("read history", load)
