@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from db.sql import SqlReader, in_list
+from db.sql import SqlReader, bucket_start, in_list
 from db.types import GpuHistoryPoint
 
 HOST_INDEX_PATTERN = re.compile(r"(?P<host>.+):(?P<idx>\d+)")
@@ -176,15 +176,10 @@ def _bucketed(bucket_ms: int, ids_sql: str | None, limited: bool) -> str:
 
 
 def raw_buckets(bucket_ms: int, ids_sql: str | None, stretch: str = "") -> str:
-    """BUCKET_COLUMNS per GPU and bucket of raw samples; `/` on integers is integer division
-    on both backends.
-
-    The bucket width is inlined (it is an int) so that the SELECT and GROUP BY expressions are
-    identical text, which PostgreSQL requires.
-    """
-    bucket_start = f"(gpu_samples.ts / {int(bucket_ms)}) * {int(bucket_ms)}"
+    """BUCKET_COLUMNS per GPU and bucket of raw samples (db.sql.bucket_start)."""
+    start = bucket_start("gpu_samples.ts", bucket_ms)
     return (
-        f"SELECT gpu_samples.gpu_id AS gpu_id, {bucket_start} AS ts_ms, count(*) AS samples, "
+        f"SELECT gpu_samples.gpu_id AS gpu_id, {start} AS ts_ms, count(*) AS samples, "
         "CAST(avg(gpu_samples.utilization_gpu_pct) AS FLOAT) AS util_avg, "
         "max(gpu_samples.utilization_gpu_pct) AS util_max, "
         "CAST(avg(gpu_samples.memory_used_bytes) AS FLOAT) AS mem_used_avg, "
@@ -195,5 +190,5 @@ def raw_buckets(bucket_ms: int, ids_sql: str | None, stretch: str = "") -> str:
         "max(gpu_samples.power_draw_w) AS power_max "
         "FROM gpu_samples "
         f"WHERE {time_range_sql('gpu_samples.ts', 'gpu_samples.gpu_id', ids_sql, stretch)} "
-        f"GROUP BY gpu_samples.gpu_id, {bucket_start}"
+        f"GROUP BY gpu_samples.gpu_id, {start}"
     )

@@ -1,8 +1,7 @@
 """Host history over a time range: raw host samples, or per-bucket aggregates computed in SQL.
 
 Plain SQL through a db.sql reader, so `fleet history hosts` on an SQLite file loads no
-SQLAlchemy. Both backends divide integers by truncation, so a bucket's start is
-`(ts / width) * width` on either.
+SQLAlchemy. Buckets start where db.sql.bucket_start says, the same on both backends.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from db.rows import HostHistoryPoint
-from db.sql import SqlReader
+from db.sql import SqlReader, bucket_start
 
 # Columns in the order host_history reads them: host, ts_ms, samples, ts_first, ts_last,
 # load_1m avg/max, cpu_busy avg/max, memory_available min/avg, net_rx max/min, net_tx max/min.
@@ -61,8 +60,7 @@ def host_history(
     if bucket_s is None:
         sql = f"{_RAW_SELECT}{where} ORDER BY host_samples.ts, hosts.name"
     else:
-        width = int(bucket_s) * 1000
-        bucket = f"(host_samples.ts / {width}) * {width}"
+        bucket = bucket_start("host_samples.ts", int(bucket_s) * 1000)
         sql = (f"{_BUCKETED_SELECT.format(bucket=bucket)}{where} "
                f"GROUP BY host_samples.host_id, {bucket}, hosts.name ORDER BY ts_ms, hosts.name")
     if limit is not None:

@@ -31,7 +31,7 @@ from db.history import (
     time_range_sql,
 )
 from db.rollup_periods import FIVE_MINUTES_MS, MINUTE_MS, READINGS
-from db.sql import SqlReader
+from db.sql import SqlReader, bucket_start
 from db.types import GpuHistoryPoint
 
 # The rollup tables; a stretch of buckets is read from one of them, or from raw (None).
@@ -169,22 +169,21 @@ def _stretches_sql(sources: tuple[Source, ...], width_ms: int, ids_sql: str | No
 
 
 def _rollup_buckets(level: str, width_ms: int, ids_sql: str | None, stretch: str) -> str:
-    """BUCKET_COLUMNS per GPU and bucket of whole rollup periods of `level` (width inlined so
-    the GROUP BY text matches)."""
+    """BUCKET_COLUMNS per GPU and bucket of whole rollup periods of `level`."""
     if width_ms % MINUTE_MS:
         raise ValueError(f"rollup buckets must be whole minutes, not {width_ms} ms")
     if level not in LEVELS:
         raise ValueError(f"no rollup level {level!r}")
-    bucket_start = f"({level}.bucket_ts / {int(width_ms)}) * {int(width_ms)}"
+    start = bucket_start(f"{level}.bucket_ts", width_ms)
     readings = ", ".join(
         f"{weighted_mean_sql(level, reading)} AS {reading}_avg, "
         f"max({level}.{reading}_max) AS {reading}_max"
         for reading in READINGS)
     return (
-        f"SELECT {level}.gpu_id AS gpu_id, {bucket_start} AS ts_ms, "
+        f"SELECT {level}.gpu_id AS gpu_id, {start} AS ts_ms, "
         f"sum({level}.samples) AS samples, {readings} FROM {level} "
         f"WHERE {time_range_sql(f'{level}.bucket_ts', f'{level}.gpu_id', ids_sql, stretch)} "
-        f"GROUP BY {level}.gpu_id, {bucket_start}"
+        f"GROUP BY {level}.gpu_id, {start}"
     )
 
 

@@ -94,6 +94,14 @@ def in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
     return ", ".join(f":{key}" for key in names), dict(zip(names, values, strict=True))
 
 
+def bucket_start(column: str, width: int) -> str:
+    """The start of the bucket of `width` that the integer `column` falls in: `/` on integers
+    truncates on both backends (times are positive). The width is written into the text, not
+    bound, so that a GROUP BY on this expression is the same text as the SELECT's, which
+    PostgreSQL requires."""
+    return f"({column} / {int(width)}) * {int(width)}"
+
+
 def chunks(values: Sequence[Any], size: int = IN_LIST_CHUNK) -> Iterable[Sequence[Any]]:
     """`values` in consecutive slices of at most `size`, for IN lists of any length."""
     for start in range(0, len(values), size):

@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from db.rollup_periods import MINUTE_MS, minute_watermark_ms
-from db.sql import SqlReader, chunks, in_list
+from db.sql import SqlReader, bucket_start, chunks, in_list
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,12 @@ def minute_utilisation(reader: SqlReader, gpu_ids: set[int], since_s: float,
                 "AND bucket_ts < :rolled_until AND util_avg IS NOT NULL",
                 {**parameters, "first_ms": first_ms, "rolled_until": min(until_ms, watermark)}):
             found[gpu_id][int(bucket)] = float(util or 0.0)
-        # whole minutes by integer division on both backends (the width is an integer literal)
+        minute = bucket_start("ts", MINUTE_MS)
         for gpu_id, bucket, util in reader.rows(
-                f"SELECT gpu_id, (ts / {MINUTE_MS}) * {MINUTE_MS}, avg(utilization_gpu_pct) "
+                f"SELECT gpu_id, {minute}, avg(utilization_gpu_pct) "
                 f"FROM gpu_samples WHERE gpu_id IN ({placeholders}) AND ts >= :raw_from "
                 "AND ts < :until_ms AND utilization_gpu_pct IS NOT NULL "
-                f"GROUP BY gpu_id, (ts / {MINUTE_MS}) * {MINUTE_MS}",
+                f"GROUP BY gpu_id, {minute}",
                 {**parameters, "raw_from": max(first_ms, watermark), "until_ms": until_ms}):
             found[gpu_id][int(bucket)] = float(util)
     return found
