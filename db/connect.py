@@ -103,6 +103,8 @@ def create_engine_for(url: URL | str, shown: str, *, read_only: bool = False) ->
         raise _missing_driver(exc, shown) from exc
     except (ArgumentError, NoSuchModuleError) as exc:
         raise DatabaseError(f"cannot use database URL {shown}: {exc}") from exc
+    except (TypeError, ValueError) as exc:  # a URL option the driver cannot take (?timeout=x)
+        raise DatabaseError(f"cannot use database URL {shown}: bad option: {exc}") from exc
     if is_sqlite:
 
         @event.listens_for(engine, "connect")

@@ -103,6 +103,8 @@ def test_bad_url_raises_clear_error() -> None:
         open_database("not a url://x")
     with pytest.raises(DatabaseError, match="nosuchdialect"):
         open_database("nosuchdialect://host/db")
+    with pytest.raises(DatabaseError, match=r"cannot use database URL .*x\.db.*bad option"):
+        open_database("sqlite:////tmp/x.db?timeout=soon")
 
 
 def test_unwritable_directory_raises_clear_error(tmp_path: Path) -> None:
