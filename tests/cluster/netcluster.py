@@ -130,7 +130,8 @@ def start_netns_cluster(
     run_dir = state_base_dir() / run_id
     owner = None if detached else RecordedProcess.of(os.getpid(), "owner")
     with state_lock():
-        subnet_index = netns.pick_subnet_index(_recorded_subnets())
+        subnet_index = netns.pick_subnet_index(_recorded_subnets(),
+                                               netns.subnets_for(len(specs)))
         state = RunState(
             run_id=run_id,
             mode="netns",
@@ -203,7 +204,10 @@ def _check_specs(specs: Sequence[ClusterHostSpec]) -> None:
 
 
 def _recorded_subnets() -> set[int]:
-    return {state.subnet_index for state in recorded_runs() if state.subnet_index is not None}
+    """Every /24 a recorded run holds, including the later ones of a run over 240 hosts."""
+    return {state.subnet_index + subnet
+            for state in recorded_runs() if state.subnet_index is not None
+            for subnet in range(netns.subnets_for(len(state.namespaces)))}
 
 
 def _prepare_host(

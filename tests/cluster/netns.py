@@ -10,10 +10,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SUBNET_PREFIX = "10.213"  # 10.213.<index>.0/24, one /24 per run, only ever on that run's bridge
+SUBNET_PREFIX = "10.213"  # 10.213.<index>.0/24: a /24 per 240 hosts, only on its run's bridge
 CONTROLLER_HOST_OCTET = 1
 FIRST_HOST_OCTET = 11
-MAX_HOSTS = 240
+HOSTS_PER_SUBNET = 240
+MAX_SUBNETS_PER_RUN = 2  # consecutive /24s on one bridge: up to 480 hosts
+MAX_HOSTS = HOSTS_PER_SUBNET * MAX_SUBNETS_PER_RUN
 IP_TIMEOUT_S = 30.0
 NETEM_MISSING = "kernel lacks sch_netem (CONFIG_NET_SCH_NETEM): no delay/loss injection"
 
@@ -53,10 +55,16 @@ def used_subnet_indexes() -> set[int]:
     return used
 
 
-def pick_subnet_index(also_taken: Iterable[int]) -> int:
+def subnets_for(host_count: int) -> int:
+    """How many consecutive /24s a run of host_count hosts spans (at least one)."""
+    return max(1, -(-host_count // HOSTS_PER_SUBNET))
+
+
+def pick_subnet_index(also_taken: Iterable[int], width: int = 1) -> int:
+    """The first third octet where `width` consecutive /24s are free on this machine."""
     taken = used_subnet_indexes() | set(also_taken)
-    for index in range(256):
-        if index not in taken:
+    for index in range(256 - width + 1):
+        if taken.isdisjoint(range(index, index + width)):
             return index
     raise RuntimeError(
         f"all {SUBNET_PREFIX}.x.0/24 test subnets are in use; run `python -m tests.cluster down`"
@@ -68,9 +76,11 @@ def controller_address(subnet_index: int) -> str:
 
 
 def host_address(subnet_index: int, index: int) -> str:
+    """Host `index`'s address: 240 hosts per /24, then on into the run's next /24."""
     if not 0 <= index < MAX_HOSTS:
         raise ValueError(f"host index {index} outside 0..{MAX_HOSTS - 1}")
-    return f"{SUBNET_PREFIX}.{subnet_index}.{FIRST_HOST_OCTET + index}"
+    subnet, offset = divmod(index, HOSTS_PER_SUBNET)
+    return f"{SUBNET_PREFIX}.{subnet_index + subnet}.{FIRST_HOST_OCTET + offset}"
 
 
 def run_ip(args: Sequence[str], *, stdin: str | None = None, capture: bool = False) -> str:
@@ -90,11 +100,11 @@ def run_ip(args: Sequence[str], *, stdin: str | None = None, capture: bool = Fal
 
 def create_network(bridge: str, subnet_index: int, links: Sequence[HostLink]) -> None:
     """Bridge + namespaces + veths in one `ip -batch`, then each namespace's inside in parallel."""
-    batch = [
-        f"link add {bridge} type bridge mcast_snooping 0",
-        f"addr add {controller_address(subnet_index)}/24 dev {bridge}",
-        f"link set {bridge} up",
-    ]
+    batch = [f"link add {bridge} type bridge mcast_snooping 0"]
+    # The controller's address in each /24 the hosts use; the first is the one tests name.
+    batch += [f"addr add {controller_address(subnet_index + subnet)}/24 dev {bridge}"
+              for subnet in range(subnets_for(len(links)))]
+    batch.append(f"link set {bridge} up")
     for link in links:
         batch += [
             f"netns add {link.namespace}",
