@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 # The URL prefix of an SQLite file database: `sqlite://` + `/` + the file's path, quoted.
 SQLITE_URL_PREFIX = "sqlite:///"
 BUSY_TIMEOUT_MS = 10_000
+# Once a monitor has run a few minutes, each GPU's newest entries in the (gpu_id, ts) index sit
+# on a page of their own, so a flush dirties one 4 KiB page per GPU sample. SQLite's defaults
+# (checkpoint every 1,000 WAL pages, 2 MiB of page cache) then copy every such page back into
+# the file at each 1 s flush and spill the dirty pages of a large fleet's flush before commit.
+# A checkpoint per 64 MiB of WAL copies a page once per many flushes; 32 MiB of cache holds the
+# hot pages of ~4,000 GPUs. Measured in `make bench` (storage: "ingest into a grown database").
+WAL_AUTOCHECKPOINT_PAGES = 16_000
+WRITER_CACHE_KIB = 32 * 1024
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 SIDE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
@@ -184,7 +192,8 @@ def apply_pragmas(dbapi_connection: Any, *, foreign_keys: bool, read_only: bool 
 
     busy_timeout comes first so that switching a new file to WAL waits for a concurrent opener.
     A read-only connection keeps the file's journal mode (changing it is a write) and refuses
-    every write itself (`query_only`), whatever the file's permissions say.
+    every write itself (`query_only`), whatever the file's permissions say. A writing one gets
+    the checkpoint spacing and page cache that keep a grown database's flushes cheap (above).
     """
     cursor = dbapi_connection.cursor()
     try:
@@ -194,6 +203,8 @@ def apply_pragmas(dbapi_connection: Any, *, foreign_keys: bool, read_only: bool 
         else:
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+            cursor.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
     finally:
         cursor.close()

@@ -74,6 +74,9 @@ def test_pragmas_are_active(database_url_file: str) -> None:
             assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
             assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 10_000
             assert connection.execute(text("PRAGMA synchronous")).scalar() == 1  # NORMAL
+            # a grown database's flushes: checkpoint spacing and page cache (db.sqlite)
+            assert connection.execute(text("PRAGMA wal_autocheckpoint")).scalar() == 16_000
+            assert connection.execute(text("PRAGMA cache_size")).scalar() == -32 * 1024
     finally:
         database.close()
 
