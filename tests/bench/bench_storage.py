@@ -314,6 +314,10 @@ def storage(results: Results, workdir: Path, quick: bool) -> None:
     runs = 3 if quick else 5
     log("storage: ingest")
     _ingest(results, workdir, runs, batches=10 if quick else 40)
+    log("storage: ingest into a grown database")
+    from tests.bench.bench_ingest_grown import grown_ingest
+
+    grown_ingest(results, workdir / "grown", quick)
     log("storage: history query")
     _history(results, workdir, runs, 1_000_000 if quick else 10_000_000)
     log("storage: history query from rollups")
