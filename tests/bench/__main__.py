@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
+from tests.bench.bench_monitor import CURVE_HOSTS
 from tests.bench.common import ROOT, Results, compile_bytecode, load_average, log, machine
 from tests.bench.report import write_reports
 
@@ -63,17 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=_host_counts,
                         help="host counts for the namespace sections, e.g. 16,32,64")
     parser.add_argument("--monitor-hosts", type=_host_counts,
-                        help="host counts for the monitor section only [default: --hosts]")
+                        help="host counts for the monitor section only [default: --hosts, "
+                             "else the curve's 16,64,256; --quick: 8,16]")
     args = parser.parse_args(argv)
     sections = args.only or list(SECTIONS)
     quick = args.quick
     runs = args.runs or (2 if quick else 5)
     counts = args.hosts or ([8, 16] if quick else [32, 64])
+    monitor_counts = args.monitor_hosts or args.hosts or (
+        [8, 16] if quick else list(CURVE_HOSTS))
     results = Results()
     started = time.monotonic()
     started_at = datetime.now(UTC)
     load_before = load_average()
     log(f"{'quick' if quick else 'full'} run: sections {sections}, runs {runs}, hosts {counts}, "
+        f"monitor hosts {monitor_counts}, "
         f"load average {load_before}")
     is_root = os.geteuid() == 0
     log(compile_bytecode())  # before any section: every fleet process loads .pyc, as installed
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.skip(section, "needs root: namespace hosts with OpenSSH sshd "
                                       "(run `sudo make bench`)")
         elif netns_sections:
-            _netns_sections(results, netns_sections, counts, args.monitor_hosts or counts, runs,
+            _netns_sections(results, netns_sections, counts, monitor_counts, runs,
                             quick, workdir)
     elapsed = time.monotonic() - started
     run_info = {
@@ -158,7 +163,7 @@ def _netns_sections(results: Results, sections: list[str], counts: list[int],
                 _guarded(results, f"serve status {count}",
                          partial(serve_status, results, status_set, runs * 2))
         if "monitor" in sections:
-            from tests.bench.bench_monitor import marginal_cost, monitoring
+            from tests.bench.bench_monitor import cost_curve, marginal_cost, monitoring
 
             measured: dict[int, dict[str, float]] = {}
 
@@ -168,6 +173,7 @@ def _netns_sections(results: Results, sections: list[str], counts: list[int],
             for count in monitor_counts:
                 _guarded(results, f"monitor {count}", partial(monitor_one, count))
             marginal_cost(results, measured)
+            cost_curve(results, measured)
         if "discovery" in sections:
             from tests.bench.bench_discovery import discovery
 
