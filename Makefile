@@ -68,7 +68,7 @@ reliability: system-deps bytecode
 	FLEET_LONG_TESTS=1 $(PYTEST) -ra -s --durations=20 tests/reliability tests/security tests/property
 
 # Benchmarks vs peers (asyncssh floor, OpenSSH, parallel-ssh, Ansible) on namespace hosts, written
-# to docs/bench/latest.{md,json}; ~17 min on 2 cores; root for the namespace parts (else skipped).
+# to docs/bench/latest.{md,json}; ~16 min on 2 cores; root for the namespace parts (else skipped).
 bench: system-deps bytecode
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	timeout 1500 $(BIN)/python -m tests.bench

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.bench.bench_storage import END_MS, GPUS_PER_HOST, HOSTS, _fill_hosts_and_gpus
+from tests.bench.bench_storage import END_MS, GPUS_PER_HOST, HOSTS, fill_hosts_and_gpus
 from tests.bench.common import Figure, Measured, Results, log
 
 # SQLite's own defaults: a checkpoint per 1,000 WAL pages, 2,000 KiB of page cache.
@@ -22,7 +22,7 @@ LONG_FLUSH_READINGS = 5  # `monitor.flush_interval: 5s`: five seconds of reading
 
 
 def grown_ingest(results: Results, workdir: Path, quick: bool) -> None:
-    """The monitor's 1 s flushes into a database that already holds `history` of every GPU."""
+    """The monitor's 1 s flushes into a file that already holds minutes of every GPU's history."""
     history_s = 5 * 60 if quick else 20 * 60
     seconds, runs = (20, 2) if quick else (60, 3)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -62,8 +62,8 @@ def grown_ingest(results: Results, workdir: Path, quick: bool) -> None:
         figure.verdict = (
             f"{ours:.1f} µs per GPU sample: {defaults / ours:.2f}× cheaper than SQLite's "
             f"defaults ({defaults:.1f} µs), {ours / floor:.1f}× a fresh file's {floor:.1f} µs; "
-            f"at 8 GPUs per host {8 * (ours - floor) / 1000:.3f} ms of writer CPU per "
-            "host-sample more than the fresh file the monitor figures start from; "
+            f"at {GPUS_PER_HOST} GPUs per host {GPUS_PER_HOST * (ours - floor) / 1000:.3f} ms of "
+            "writer CPU per host-sample more than the fresh file the monitor figures start from; "
             f"{statistics.median(cost['5s']):.1f} µs with {LONG_FLUSH_READINGS} s flushes")
     results.add(figure)
 
@@ -73,7 +73,7 @@ def _fresh_db(workdir: Path) -> tuple[Path, list[int], list[int]]:
     path = workdir / "ingest-fresh.db"
     for stale in workdir.glob(f"{path.name}*"):
         stale.unlink()
-    gpu_ids = _fill_hosts_and_gpus(path)
+    gpu_ids = fill_hosts_and_gpus(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         host_ids = [row[0] for row in conn.execute("SELECT id FROM hosts ORDER BY id")]
     return path, gpu_ids, host_ids

@@ -33,7 +33,7 @@ SAMPLES_PER_GPU = 27 * 3600 * 1000 // INTERVAL_MS
 HISTORY_GPU = "gpu01:3"
 
 
-def _fill_hosts_and_gpus(db_path: Path, hosts: int = HOSTS) -> list[int]:
+def fill_hosts_and_gpus(db_path: Path, hosts: int = HOSTS) -> list[int]:
     """A migrated database at db_path with `hosts` × 8 GPUs; returns the GPU ids."""
     from db.engine import open_database
 
@@ -62,7 +62,7 @@ def _ingest(results: Results, workdir: Path, runs: int, batches: int) -> None:
     from db.types import GpuSampleIn, HostSampleIn
 
     db_path = workdir / "ingest.db"
-    gpu_ids = _fill_hosts_and_gpus(db_path)
+    gpu_ids = fill_hosts_and_gpus(db_path)
     with contextlib.closing(sqlite3.connect(db_path)) as conn:
         host_ids = [row[0] for row in conn.execute("SELECT id FROM hosts ORDER BY id")]
     database = open_database(str(db_path))
@@ -146,7 +146,7 @@ def _history_db(samples_wanted: int) -> tuple[Path, int, int, float]:
     building = path.with_suffix(".building")
     for stale in CACHE_DIR.glob(f"{building.name}*"):
         stale.unlink()
-    _fill_hosts_and_gpus(building, hosts)
+    fill_hosts_and_gpus(building, hosts)
     first_ts = END_MS - per_gpu * INTERVAL_MS
     with contextlib.closing(sqlite3.connect(building, isolation_level=None)) as conn:
         conn.execute("PRAGMA journal_mode=OFF")
@@ -262,7 +262,7 @@ def _claim_worker(db_path: str, gpu_ids: list[int], seconds: float, seed: int,
 
 def _claims(results: Results, workdir: Path, runs: int, seconds: float) -> None:
     db_path = workdir / "claims.db"
-    gpu_ids = _fill_hosts_and_gpus(db_path, hosts=4)  # 32 GPUs: 16 processes collide often
+    gpu_ids = fill_hosts_and_gpus(db_path, hosts=4)  # 32 GPUs: 16 processes collide often
     rates, conflict_counts, lost, claimed_total = [], [], 0, 0
     context = multiprocessing.get_context("fork")
     for run in range(runs):
