@@ -62,7 +62,11 @@ def command_up(args: argparse.Namespace) -> int:
         return asyncio.run(_up_fallback(specs))
     from tests.cluster.netcluster import start_netns_cluster
 
-    cluster = start_netns_cluster(specs, detached=not args.foreground)
+    try:
+        cluster = start_netns_cluster(specs, detached=not args.foreground)
+    except ValueError as exc:  # a cluster it cannot build (too many hosts, duplicate names)
+        print(f"python -m tests.cluster up: {exc}", file=sys.stderr)
+        return 2
     print_cluster(
         cluster.hosts,
         cluster.inventory_file,

@@ -29,3 +29,13 @@ def test_a_wide_run_gets_consecutive_free_subnets(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(netns, "used_subnet_indexes", lambda: set(range(1, 256, 2)))
     with pytest.raises(RuntimeError, match="test subnets are in use"):
         netns.pick_subnet_index(set(), 2)
+
+
+@pytest.mark.root
+def test_up_beyond_the_cap_says_why_and_creates_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cluster.__main__ import main
+
+    before = netns.used_subnet_indexes()
+    assert main(["up", str(netns.MAX_HOSTS + 1)]) == 2
+    assert f"1..{netns.MAX_HOSTS} hosts, not {netns.MAX_HOSTS + 1}" in capsys.readouterr().err
+    assert netns.used_subnet_indexes() == before
