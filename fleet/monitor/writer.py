@@ -106,6 +106,9 @@ class SampleWriter:
         self._lock = asyncio.Lock()
         self._applied: list[dict[str, object]] = []
         self._stored_states: dict[str, HostState] = {}
+        # Since a write was refused and until one succeeds, the buffer keeps at most
+        # backlog_rows rows at any moment (the oldest readings go first, counted).
+        self._refused = False
         self.full = asyncio.Event()
 
     async def register_hosts(self, specs: list[HostSpec]) -> list[HostSeed]:
@@ -128,12 +131,21 @@ class SampleWriter:
         self._host_ids = {**self._host_ids, **ids}  # a new dict: a flush thread may read the old
         return [seed for seed in seeds if seed.host in ids]
 
+    @property
+    def backlog_rows(self) -> int:
+        """The most sample rows kept while the database refuses writes."""
+        return max(1, self.flush_rows * MAX_BACKLOG_FLUSHES)
+
     def add_report(self, host: str, report: ProbeReport) -> None:
         """Buffer one reading of `host`."""
-        self._batch.reports.append((host, report))
-        self._batch.gpu_rows += len(report.gpus) + 1
-        if self._batch.gpu_rows >= self.flush_rows:
+        batch = self._batch
+        batch.reports.append((host, report))
+        batch.gpu_rows += len(report.gpus) + 1
+        if batch.gpu_rows >= self.flush_rows:
             self.full.set()
+        if self._refused and batch.gpu_rows > self.backlog_rows:
+            batch.reports = self._newest_within_backlog(batch.reports)
+            batch.gpu_rows = _rows_of(batch.reports)
 
     def add_host_outcome(self, outcome: HostOutcomeIn) -> None:
         """Buffer one outcome of a host; a good one right after a good one adds nothing."""
@@ -187,22 +199,14 @@ class SampleWriter:
             except (FleetError, OSError, LookupError, ValueError) as exc:  # StorageError too
                 self._keep_for_retry(batch, exc)
                 return 0
+            self._refused = False
             return written
 
     def _keep_for_retry(self, batch: _Batch, exc: BaseException) -> None:
         self.stats.failed_flushes += 1
+        self._refused = True
         log.error("cannot write %d readings to the database: %s", len(batch.reports), exc)
-        retained = batch.reports + self._batch.reports
-        limit = max(1, self.flush_rows * MAX_BACKLOG_FLUSHES)
-        rows = 0
-        kept: list[tuple[str, ProbeReport]] = []
-        for host, report in reversed(retained):
-            rows += len(report.gpus) + 1
-            if rows > limit:
-                self.stats.dropped_reports += len(retained) - len(kept)
-                break
-            kept.append((host, report))
-        kept.reverse()
+        kept = self._newest_within_backlog(batch.reports + self._batch.reports)
         current = self._batch
         self._batch = _Batch(
             reports=kept,
@@ -210,8 +214,24 @@ class SampleWriter:
             last_outcome={**batch.last_outcome, **current.last_outcome},
             events=batch.events + current.events,
             health=batch.health + current.health,
-            gpu_rows=sum(len(report.gpus) + 1 for _, report in kept),
+            gpu_rows=_rows_of(kept),
         )
+
+    def _newest_within_backlog(
+        self, reports: list[tuple[str, ProbeReport]]
+    ) -> list[tuple[str, ProbeReport]]:
+        """The newest of `reports` that fit in backlog_rows; the older ones are counted as
+        dropped."""
+        rows = 0
+        kept: list[tuple[str, ProbeReport]] = []
+        for host, report in reversed(reports):
+            rows += len(report.gpus) + 1
+            if rows > self.backlog_rows:
+                self.stats.dropped_reports += len(reports) - len(kept)
+                break
+            kept.append((host, report))
+        kept.reverse()
+        return kept
 
     async def _refresh_drains(self) -> None:
         try:
@@ -374,3 +394,8 @@ class SampleWriter:
 
     def _ids_of(self, hosts: set[str]) -> list[int]:
         return sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
+
+
+def _rows_of(reports: list[tuple[str, ProbeReport]]) -> int:
+    """Sample rows the readings make: one per GPU and one for the host."""
+    return sum(len(report.gpus) + 1 for _, report in reports)

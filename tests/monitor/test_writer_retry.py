@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -82,3 +83,35 @@ async def test_changed_facts_in_a_refused_flush_are_written_again(
     assert sorted(gpus.values()) == [(0, "GPU-b0"), (1, "GPU-b1")]
     assert set(sample_gpu_ids) <= set(gpus)
     assert writer.stats.facts_writes == 2
+
+
+async def test_while_writes_are_refused_the_buffer_never_holds_more_than_the_backlog(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = SampleWriter(database, flush_rows=3)  # backlog: 30 rows, 10 readings of 2 GPUs
+    await writer.register_hosts([SPEC])
+    real = db.samples.record_sample_rows
+    refusing = [True]
+
+    def record(session: Any, host_rows: Any, gpu_rows: Any) -> int:
+        if refusing[0]:
+            session.rollback()
+            raise OperationalError("COMMIT", {}, Exception("database is locked"))
+        return real(session, host_rows, gpu_rows)
+
+    monkeypatch.setattr(db.samples, "record_sample_rows", record)
+    writer.add_report(SPEC.name, _report())
+    assert await writer.flush() == 0
+    readings = [replace(_report(), timestamp=1_000_000.0 + second) for second in range(15)]
+    for reading in readings:  # between two flushes, as readings arrive during an outage
+        writer.add_report(SPEC.name, reading)
+        assert writer.buffered_rows <= writer.backlog_rows == 30
+    assert writer.stats.dropped_reports == 16 - 10
+    refusing[0] = False
+    assert await writer.flush() == 20  # the 10 newest readings, 2 GPU rows each
+    with database.session() as session:
+        stored_ts = set(session.scalars(select(GpuSample.ts)))
+    assert stored_ts == {int(reading.timestamp * 1000) for reading in readings[-10:]}
+    for _ in range(16):  # writing again: nothing is dropped between flushes
+        writer.add_report(SPEC.name, _report())
+    assert writer.buffered_rows == 48 and writer.stats.dropped_reports == 6
