@@ -29,7 +29,10 @@ class ServeLock:
     def _session(self) -> Connection:
         if self._connection is None or self._connection.closed or self._connection.invalidated:
             self._close()
-            connection = self.engine.connect()
+            # Autocommit: each statement is its own transaction, so wherever the process
+            # freezes its session is idle, never idle in a transaction, which
+            # idle_session_timeout leaves alone (the lock would outlive the freeze).
+            connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             try:
                 self._set_label(connection)
             except BaseException:
@@ -41,7 +44,6 @@ class ServeLock:
     def _set_label(self, connection: Connection) -> None:
         connection.execute(text("SELECT set_config('application_name', :label, false)"),
                            {"label": self.label[:63]})
-        connection.commit()
 
     def relabel(self, label: str) -> None:
         """Name this process `label` from now on (a standby that became the leader)."""
@@ -54,7 +56,6 @@ class ServeLock:
         try:
             taken = bool(connection.execute(text("SELECT pg_try_advisory_lock(:key)"),
                                             {"key": SERVE_LOCK_KEY}).scalar())
-            connection.commit()
         except BaseException:
             self._close()
             raise
@@ -67,7 +68,6 @@ class ServeLock:
         connection = self._session()
         connection.execute(text("SELECT set_config('idle_session_timeout', :ms, false)"),
                            {"ms": f"{int(idle_timeout_s * 1000)}ms"})
-        connection.commit()
 
     def heartbeat(self) -> None:
         """One round trip on the lock's session; raises (a DBAPIError) when the session is gone,
@@ -76,18 +76,20 @@ class ServeLock:
             raise RuntimeError("the serve lock is not held")
         try:
             self._connection.execute(text("SELECT 1"))
-            self._connection.commit()
         except BaseException:
             self.held = False
             self._close()
             raise
 
     def holder(self) -> str | None:
-        """The application_name of the session holding the lock (None: nobody now)."""
+        """The application_name of the session holding the lock on this database (None:
+        nobody now). Advisory locks are per database, and pg_locks lists every database's."""
         with self.engine.connect() as connection:
             return connection.execute(text(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
                 "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.database = (SELECT oid FROM pg_database "
+                "WHERE datname = current_database()) "
                 "AND l.classid = 0 AND l.objid = :key AND l.objsubid = 1 LIMIT 1"),
                 {"key": SERVE_LOCK_KEY}).scalar()
 
@@ -100,7 +102,6 @@ class ServeLock:
             if self.held and not connection.closed and not connection.invalidated:
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"),
                                    {"key": SERVE_LOCK_KEY})
-                connection.commit()
         finally:
             self.held = False
             self._close()

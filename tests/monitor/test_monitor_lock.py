@@ -56,7 +56,8 @@ def _lock_holder(pg_server: PgServer, name: str) -> str | None:
     with psycopg.connect(pg_server.cluster.dsn(name)) as connection:
         row = connection.execute(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s",
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s AND l.database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())",
             (SERVE_LOCK_KEY,)).fetchone()
     return None if row is None else str(row[0])
 

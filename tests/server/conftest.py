@@ -63,6 +63,21 @@ class ServerProcess:
         assert self.process.stderr is not None
         return (await self.process.stderr.read()).decode()
 
+    async def stderr_so_far(self, quiet_s: float = 0.5) -> str:
+        """What the (running) server has printed on stderr until it is quiet for `quiet_s`
+        (read once: for a failure's message)."""
+        assert self.process.stderr is not None
+        chunks: list[bytes] = []
+        for _ in range(64):  # bounded: at most 64 reads of 64 KiB
+            try:
+                chunk = await asyncio.wait_for(self.process.stderr.read(65536), quiet_s)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+
 
 @dataclass
 class ServeLab:

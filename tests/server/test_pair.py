@@ -56,15 +56,32 @@ async def role_of(server: ServerProcess) -> str | None:
         return None
 
 
-async def until_role(server: ServerProcess, role: str, bound_s: float) -> float:
-    """Seconds until `server` says it is `role` (AssertionError after `bound_s`)."""
+async def until_role(server: ServerProcess, role: str, bound_s: float,
+                     engine: Engine | None = None) -> float:
+    """Seconds until `server` says it is `role` (AssertionError after `bound_s`, with what it
+    printed and, given the `engine`, the database's sessions)."""
     started = time.monotonic()
     while time.monotonic() - started < bound_s:
         assert server.process.returncode is None, await server.stderr()
         if await role_of(server) == role:
             return time.monotonic() - started
         await asyncio.sleep(0.1)
-    raise AssertionError(f"pid {server.pid} is not the {role} after {bound_s}s")
+    sessions = "" if engine is None else "\nsessions:\n" + "\n".join(database_sessions(engine))
+    raise AssertionError(f"pid {server.pid} is not the {role} after {bound_s}s; it printed:\n"
+                         f"{await server.stderr_so_far()}{sessions}")
+
+
+def database_sessions(engine: Engine) -> list[str]:
+    """Each other session on the test's database: who, its state, what it waits for, for how
+    long, and its statement."""
+    with engine.connect() as connection:
+        rows = connection.execute(text(
+            "SELECT application_name, state, wait_event_type, wait_event, "
+            "round(extract(epoch FROM now() - xact_start)::numeric, 1) AS in_transaction_s, "
+            "round(extract(epoch FROM now() - state_change)::numeric, 1) AS in_state_s, "
+            "left(query, 100) AS query FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()")).all()
+    return [" | ".join(str(value) for value in row) for row in rows]
 
 
 async def start_pair(lab: ServeLab) -> tuple[ServerProcess, ServerProcess]:
@@ -133,7 +150,8 @@ async def test_standby_answers_reads_and_leads_once_the_leaders_session_is_cut(
     cut = time.monotonic()
     code, stderr = await exits_with(leader, TAKEOVER_BOUND_S)
     assert code == 4 and "lost the leadership" in stderr, stderr
-    await until_role(standby, "leader", TAKEOVER_BOUND_S - (time.monotonic() - cut))
+    await until_role(standby, "leader", TAKEOVER_BOUND_S - (time.monotonic() - cut),
+                     engine)
     await wait_ready(standby)
     assert leadership(engine)[0] == epoch + 1
     shown = await lab.run("serve", "--status")
@@ -157,7 +175,7 @@ async def test_leader_killed_during_sixteen_waiting_dispatches_through_the_stand
         await asyncio.sleep(0.05)
     assert await leader.stop(signal.SIGKILL) == -signal.SIGKILL
     killed_at = time.time()
-    took = await until_role(standby, "leader", TAKEOVER_BOUND_S)
+    took = await until_role(standby, "leader", TAKEOVER_BOUND_S, engine)
 
     results = await asyncio.gather(*clients)
     stamps = []
@@ -197,7 +215,7 @@ async def test_a_frozen_leader_is_replaced_and_writes_nothing_when_it_wakes(
     os.kill(leader.pid, signal.SIGSTOP)  # recorded pid; SIGCONT or the fixture's stop ends it
     try:
         frozen = time.monotonic()
-        await until_role(standby, "leader", TAKEOVER_BOUND_S)
+        await until_role(standby, "leader", TAKEOVER_BOUND_S, engine)
         assert time.monotonic() - frozen <= TAKEOVER_BOUND_S
         new_epoch, since_s = leadership(engine)
         assert new_epoch == epoch + 1
