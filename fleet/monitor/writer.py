@@ -64,6 +64,7 @@ class _Batch:
     reports: list[tuple[str, ProbeReport]] = field(default_factory=list)
     outcomes: list[HostOutcomeIn] = field(default_factory=list)
     last_outcome: dict[str, HostOutcome] = field(default_factory=dict)
+    outcome_at: dict[str, int] = field(default_factory=dict)  # host → its last in `outcomes`
     events: list[EventIn] = field(default_factory=list)
     health: list[tuple[HealthChange, float]] = field(default_factory=list)
     gpu_rows: int = 0
@@ -148,12 +149,29 @@ class SampleWriter:
             batch.gpu_rows = _rows_of(batch.reports)
 
     def add_host_outcome(self, outcome: HostOutcomeIn) -> None:
-        """Buffer one outcome of a host; a good one right after a good one adds nothing."""
-        last = self._batch.last_outcome
-        if outcome.outcome == "up" and last.get(outcome.host) == "up":
+        """Buffer one outcome of a host; a good one right after a good one adds nothing, and
+        a failure repeating the one before, past the host rule's decision, takes its place."""
+        self._buffer_outcome(self._batch, outcome)
+
+    def _buffer_outcome(self, batch: _Batch, outcome: HostOutcomeIn) -> None:
+        host = outcome.host
+        if outcome.outcome == "up" and batch.last_outcome.get(host) == "up":
             return
-        last[outcome.host] = outcome.outcome
-        self._batch.outcomes.append(outcome)
+        batch.last_outcome[host] = outcome.outcome
+        at = batch.outcome_at.get(host)
+        if at is not None and self._repeats(batch.outcomes[at], outcome):
+            batch.outcomes[at] = outcome
+            return
+        batch.outcome_at[host] = len(batch.outcomes)
+        batch.outcomes.append(outcome)
+
+    def _repeats(self, earlier: HostOutcomeIn, later: HostOutcomeIn) -> bool:
+        """Whether `later` leaves the host as `earlier` would have: both the same failure and
+        `earlier` past the failure the rule turns into a state and its event (so it only
+        refreshes the state's reason and time, which `later` does too). This bounds what a
+        failing host buffers while the database refuses writes."""
+        return (later.outcome == earlier.outcome != "up"
+                and earlier.failures > self.host_down_after)
 
     def add_event(self, event: EventIn) -> None:
         """Buffer an event row."""
@@ -181,6 +199,11 @@ class SampleWriter:
     def buffered_rows(self) -> int:
         """Sample rows waiting for the next flush."""
         return self._batch.gpu_rows
+
+    @property
+    def buffered_outcomes(self) -> int:
+        """Host outcomes waiting for the next flush."""
+        return len(self._batch.outcomes)
 
     async def flush(self) -> int:
         """Write everything buffered in one transaction; returns GPU sample rows written.
@@ -210,12 +233,12 @@ class SampleWriter:
         current = self._batch
         self._batch = _Batch(
             reports=kept,
-            outcomes=batch.outcomes + current.outcomes,
-            last_outcome={**batch.last_outcome, **current.last_outcome},
             events=batch.events + current.events,
             health=batch.health + current.health,
             gpu_rows=_rows_of(kept),
         )
+        for outcome in batch.outcomes + current.outcomes:
+            self._buffer_outcome(self._batch, outcome)
 
     def _newest_within_backlog(
         self, reports: list[tuple[str, ProbeReport]]

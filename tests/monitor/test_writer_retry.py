@@ -1,4 +1,5 @@
-"""A flush the database refuses leaves nothing of its transaction in the writer's caches."""
+"""A flush the database refuses leaves nothing of its transaction in the writer's caches, and
+what the writer keeps for the retry stays bounded and ends as writing at once would have."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from sqlalchemy.exc import OperationalError
 
 import db.samples
 from db.engine import Database
-from db.models import Gpu, GpuSample
+from db.models import Event, Gpu, GpuSample, Host
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
-from fleet.monitor.writer import SampleWriter
+from fleet.monitor.writer import HostOutcomeIn, SampleWriter
 
 SPEC = HostSpec("node1", "127.0.0.1")
 
@@ -115,3 +116,55 @@ async def test_while_writes_are_refused_the_buffer_never_holds_more_than_the_bac
     for _ in range(16):  # writing again: nothing is dropped between flushes
         writer.add_report(SPEC.name, _report())
     assert writer.buffered_rows == 48 and writer.stats.dropped_reports == 6
+
+
+def _host_record(database: Database, name: str) -> tuple[object, ...]:
+    """A host's stored state, reason and probe time, and its events (kind, message, data)."""
+    with database.session() as session:
+        host = session.scalars(select(Host).where(Host.name == name)).one()
+        events = [(event.kind, event.message.replace(name, "HOST"),
+                   (event.data_json or "").replace(name, "HOST"))
+                  for event in session.scalars(select(Event).where(Event.host_id == host.id)
+                                               .order_by(Event.id))]
+    return host.state, host.state_reason, host.last_probe_at, events
+
+
+async def test_a_host_failing_through_an_outage_buffers_a_bounded_few_outcomes_and_ends_the_same(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    down_after, seconds = 3, 60
+    steady, outage = HostSpec("steady", "127.0.0.2"), HostSpec("outage", "127.0.0.3")
+    writer = SampleWriter(database, flush_rows=100, host_down_after=down_after)
+    await writer.register_hosts([steady, outage])
+
+    def failures(host: str) -> list[HostOutcomeIn]:
+        return [HostOutcomeIn(host, "unreachable", f"no route to {host} ({second})", second,
+                              1_000_000.0 + second) for second in range(1, seconds + 1)]
+
+    for outcome in failures(steady.name):  # written as they come: one flush per interval
+        writer.add_host_outcome(outcome)
+        await writer.flush()
+    real = db.samples.record_sample_rows
+    refusing = [True]
+
+    def record(session: Any, host_rows: Any, gpu_rows: Any) -> int:
+        if refusing[0]:
+            session.rollback()
+            raise OperationalError("COMMIT", {}, Exception("database is locked"))
+        return real(session, host_rows, gpu_rows)
+
+    monkeypatch.setattr(db.samples, "record_sample_rows", record)
+    for outcome in failures(outage.name):  # the same, while every flush is refused
+        writer.add_host_outcome(outcome)
+        assert await writer.flush() == 0
+        assert writer.buffered_outcomes <= down_after + 1
+    refusing[0] = False
+    await writer.flush()
+
+    assert writer.buffered_outcomes == 0
+    state, reason, probed_at, events = _host_record(database, outage.name)
+    assert (state, reason, probed_at) == ("down", f"unreachable: no route to outage ({seconds})",
+                                          1_000_000 + seconds)
+    assert [kind for kind, _, _ in events] == ["host_down"]
+    assert _host_record(database, steady.name) == (
+        state, reason.replace("outage", "steady"), probed_at, events)
