@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fleet.model import ProcessInfo
-    from fleet.monitor.writer import EventIn
+    from fleet.monitor.batch import EventIn
     from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot
 
 
@@ -101,7 +101,7 @@ def _who(process: ProcessInfo) -> str:
 
 def unmanaged_event(use: UnmanagedUse, now: float | None = None) -> EventIn:
     """The `gpu_unmanaged_use` event for `use`."""
-    from fleet.monitor.writer import EventIn
+    from fleet.monitor.batch import EventIn
 
     listed = ", ".join(f"pid {p.pid} ({_who(p)}{', ' + p.name if p.name else ''})"
                        for p in use.processes)

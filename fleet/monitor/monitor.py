@@ -17,13 +17,14 @@ from fleet.health.rules import HealthTracker
 from fleet.health.unmanaged import UnmanagedWatch
 from fleet.health.webhook_feed import WebhookFeed
 from fleet.model import HostOutcome, HostSpec, ProbeReport
+from fleet.monitor.batch import EventIn, HostOutcomeIn
 from fleet.monitor.flush_queries import Drains
 from fleet.monitor.local import LocalStream
 from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.summary import MonitorSummary, SummaryCallback, summarize
-from fleet.monitor.writer import EventIn, HostOutcomeIn, SampleWriter
+from fleet.monitor.writer import SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from fleet.ssh.pool import ConnectionPool
 from fleet.storage import storage_errors

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fleet.errors import FleetError, StorageError
 from fleet.health.rules import HealthChange, HostSeed
-from fleet.model import HostOutcome, HostSpec, HostState, ProbeReport
+from fleet.model import HostSpec, HostState, ProbeReport
+from fleet.monitor.batch import Batch, EventIn, HostOutcomeIn
 from fleet.monitor.flush_queries import Drains, flush_statements, now_s, read_drains
 from fleet.storage import storage_errors
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.engine import Database
-    from db.types import Severity
     from fleet.recorder import GpuSampleRow, HostSampleRow
 
 log = logging.getLogger("fleet.monitor.writer")
@@ -33,41 +33,6 @@ T = TypeVar("T")
 
 # Buffered rows kept while the database refuses writes; beyond this the oldest are dropped.
 MAX_BACKLOG_FLUSHES = 10
-
-
-@dataclass(frozen=True)
-class EventIn:
-    """An event to record; host and GPU are named (ids are resolved at write time)."""
-
-    ts: float
-    kind: str
-    severity: Severity
-    message: str
-    host: str | None = None
-    gpu_index: int | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class HostOutcomeIn:
-    """One outcome of a host to record, with the consecutive failures counted so far."""
-
-    host: str
-    outcome: HostOutcome
-    reason: str | None
-    failures: int
-    ts: float
-
-
-@dataclass
-class _Batch:
-    reports: list[tuple[str, ProbeReport]] = field(default_factory=list)
-    outcomes: list[HostOutcomeIn] = field(default_factory=list)
-    last_outcome: dict[str, HostOutcome] = field(default_factory=dict)
-    outcome_at: dict[str, int] = field(default_factory=dict)  # host → its last in `outcomes`
-    events: list[EventIn] = field(default_factory=list)
-    health: list[tuple[HealthChange, float]] = field(default_factory=list)
-    gpu_rows: int = 0
 
 
 @dataclass
@@ -101,7 +66,7 @@ class SampleWriter:
         self.host_down_after = host_down_after
         self.stats = WriterStats()
         self.drains = Drains()
-        self._batch = _Batch()
+        self._batch = Batch()
         self._host_ids: dict[str, int] = {}
         self._facts = _Facts()  # as committed; a flush's own writes join it after its commit
         self._lock = asyncio.Lock()
@@ -140,38 +105,16 @@ class SampleWriter:
     def add_report(self, host: str, report: ProbeReport) -> None:
         """Buffer one reading of `host`."""
         batch = self._batch
-        batch.reports.append((host, report))
-        batch.gpu_rows += len(report.gpus) + 1
+        batch.add_report(host, report)
         if batch.gpu_rows >= self.flush_rows:
             self.full.set()
         if self._refused and batch.gpu_rows > self.backlog_rows:
-            batch.reports = self._newest_within_backlog(batch.reports)
-            batch.gpu_rows = _rows_of(batch.reports)
+            self.stats.dropped_reports += batch.keep_newest(self.backlog_rows)
 
     def add_host_outcome(self, outcome: HostOutcomeIn) -> None:
-        """Buffer one outcome of a host; a good one right after a good one adds nothing, and
-        a failure repeating the one before, past the host rule's decision, takes its place."""
-        self._buffer_outcome(self._batch, outcome)
-
-    def _buffer_outcome(self, batch: _Batch, outcome: HostOutcomeIn) -> None:
-        host = outcome.host
-        if outcome.outcome == "up" and batch.last_outcome.get(host) == "up":
-            return
-        batch.last_outcome[host] = outcome.outcome
-        at = batch.outcome_at.get(host)
-        if at is not None and self._repeats(batch.outcomes[at], outcome):
-            batch.outcomes[at] = outcome
-            return
-        batch.outcome_at[host] = len(batch.outcomes)
-        batch.outcomes.append(outcome)
-
-    def _repeats(self, earlier: HostOutcomeIn, later: HostOutcomeIn) -> bool:
-        """Whether `later` leaves the host as `earlier` would have: both the same failure and
-        `earlier` past the failure the rule turns into a state and its event (so it only
-        refreshes the state's reason and time, which `later` does too). This bounds what a
-        failing host buffers while the database refuses writes."""
-        return (later.outcome == earlier.outcome != "up"
-                and earlier.failures > self.host_down_after)
+        """Buffer one outcome of a host (fleet.monitor.batch.Batch.add_outcome: a good one
+        after a good one adds nothing; a repeated failure past the rule's decision replaces)."""
+        self._batch.add_outcome(outcome, self.host_down_after)
 
     def add_event(self, event: EventIn) -> None:
         """Buffer an event row."""
@@ -211,9 +154,9 @@ class SampleWriter:
         On a database error the batch is kept for the next flush (bounded) and 0 is returned.
         """
         async with self._lock:
-            batch, self._batch = self._batch, _Batch()
+            batch, self._batch = self._batch, Batch()
             self.full.clear()
-            if not (batch.reports or batch.outcomes or batch.events or batch.health):
+            if batch.is_empty():
                 await self._refresh_drains()
                 return 0
             try:
@@ -225,36 +168,13 @@ class SampleWriter:
             self._refused = False
             return written
 
-    def _keep_for_retry(self, batch: _Batch, exc: BaseException) -> None:
+    def _keep_for_retry(self, batch: Batch, exc: BaseException) -> None:
         self.stats.failed_flushes += 1
         self._refused = True
         log.error("cannot write %d readings to the database: %s", len(batch.reports), exc)
-        kept = self._newest_within_backlog(batch.reports + self._batch.reports)
-        current = self._batch
-        self._batch = _Batch(
-            reports=kept,
-            events=batch.events + current.events,
-            health=batch.health + current.health,
-            gpu_rows=_rows_of(kept),
-        )
-        for outcome in batch.outcomes + current.outcomes:
-            self._buffer_outcome(self._batch, outcome)
-
-    def _newest_within_backlog(
-        self, reports: list[tuple[str, ProbeReport]]
-    ) -> list[tuple[str, ProbeReport]]:
-        """The newest of `reports` that fit in backlog_rows; the older ones are counted as
-        dropped."""
-        rows = 0
-        kept: list[tuple[str, ProbeReport]] = []
-        for host, report in reversed(reports):
-            rows += len(report.gpus) + 1
-            if rows > self.backlog_rows:
-                self.stats.dropped_reports += len(reports) - len(kept)
-                break
-            kept.append((host, report))
-        kept.reverse()
-        return kept
+        kept = batch.then(self._batch, self.host_down_after)
+        self.stats.dropped_reports += kept.keep_newest(self.backlog_rows)
+        self._batch = kept
 
     async def _refresh_drains(self) -> None:
         try:
@@ -272,7 +192,7 @@ class SampleWriter:
         with self.database.session() as session:
             return read_drains(session)
 
-    def _write(self, batch: _Batch) -> int:
+    def _write(self, batch: Batch) -> int:
         """The flush's transaction (runs in a worker thread)."""
         from db.samples import record_sample_rows
 
@@ -418,7 +338,3 @@ class SampleWriter:
     def _ids_of(self, hosts: set[str]) -> list[int]:
         return sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
 
-
-def _rows_of(reports: list[tuple[str, ProbeReport]]) -> int:
-    """Sample rows the readings make: one per GPU and one for the host."""
-    return sum(len(report.gpus) + 1 for _, report in reports)

@@ -10,7 +10,8 @@ import fleet.monitor.writer as writer_module
 from db.engine import Database
 from db.models import Host
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
-from fleet.monitor.writer import HostOutcomeIn, SampleWriter
+from fleet.monitor.batch import HostOutcomeIn
+from fleet.monitor.writer import SampleWriter
 
 SPEC = HostSpec("node1", "127.0.0.1")
 READ_AT = 1_700_000_000.0  # when the reading and its outcome happened

@@ -15,7 +15,8 @@ import db.samples
 from db.engine import Database
 from db.models import Event, Gpu, GpuSample, Host
 from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
-from fleet.monitor.writer import HostOutcomeIn, SampleWriter
+from fleet.monitor.batch import HostOutcomeIn
+from fleet.monitor.writer import SampleWriter
 
 SPEC = HostSpec("node1", "127.0.0.1")
 
@@ -41,6 +42,22 @@ def _refuse_first_commit(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(db.samples, "record_sample_rows", record)
     return refused
+
+
+def _refuse_commits(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """record_sample_rows fails, as a locked database would at the commit, while the returned
+    flag's one item is True."""
+    real = db.samples.record_sample_rows
+    refusing = [True]
+
+    def record(session: Any, host_rows: Any, gpu_rows: Any) -> int:
+        if refusing[0]:
+            session.rollback()
+            raise OperationalError("COMMIT", {}, Exception("database is locked"))
+        return real(session, host_rows, gpu_rows)
+
+    monkeypatch.setattr(db.samples, "record_sample_rows", record)
+    return refusing
 
 
 def _gpu_rows(database: Database) -> tuple[dict[int, tuple[int, str | None]], list[int]]:
@@ -91,16 +108,7 @@ async def test_while_writes_are_refused_the_buffer_never_holds_more_than_the_bac
 ) -> None:
     writer = SampleWriter(database, flush_rows=3)  # backlog: 30 rows, 10 readings of 2 GPUs
     await writer.register_hosts([SPEC])
-    real = db.samples.record_sample_rows
-    refusing = [True]
-
-    def record(session: Any, host_rows: Any, gpu_rows: Any) -> int:
-        if refusing[0]:
-            session.rollback()
-            raise OperationalError("COMMIT", {}, Exception("database is locked"))
-        return real(session, host_rows, gpu_rows)
-
-    monkeypatch.setattr(db.samples, "record_sample_rows", record)
+    refusing = _refuse_commits(monkeypatch)
     writer.add_report(SPEC.name, _report())
     assert await writer.flush() == 0
     readings = [replace(_report(), timestamp=1_000_000.0 + second) for second in range(15)]
@@ -144,16 +152,7 @@ async def test_a_host_failing_through_an_outage_buffers_a_bounded_few_outcomes_a
     for outcome in failures(steady.name):  # written as they come: one flush per interval
         writer.add_host_outcome(outcome)
         await writer.flush()
-    real = db.samples.record_sample_rows
-    refusing = [True]
-
-    def record(session: Any, host_rows: Any, gpu_rows: Any) -> int:
-        if refusing[0]:
-            session.rollback()
-            raise OperationalError("COMMIT", {}, Exception("database is locked"))
-        return real(session, host_rows, gpu_rows)
-
-    monkeypatch.setattr(db.samples, "record_sample_rows", record)
+    refusing = _refuse_commits(monkeypatch)
     for outcome in failures(outage.name):  # the same, while every flush is refused
         writer.add_host_outcome(outcome)
         assert await writer.flush() == 0
