@@ -49,9 +49,11 @@ class Batch:
     gpu_rows: int = 0  # sample rows of `reports`: one per GPU and one for the host
 
     def is_empty(self) -> bool:
+        """Whether the flush has nothing to write."""
         return not (self.reports or self.outcomes or self.events or self.health)
 
     def add_report(self, host: str, report: ProbeReport) -> None:
+        """Add one reading of `host`."""
         self.reports.append((host, report))
         self.gpu_rows += len(report.gpus) + 1
 

@@ -337,4 +337,3 @@ class SampleWriter:
 
     def _ids_of(self, hosts: set[str]) -> list[int]:
         return sorted(self._host_ids[host] for host in hosts if host in self._host_ids)
-
