@@ -2,16 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Protocol
-
-CHUNK_BYTES = 65536
-
-
-class ByteSource(Protocol):
-    """Anything with an async `read(n) -> bytes` that returns b"" at end of stream."""
-
-    async def read(self, n: int = -1) -> bytes: ...
-
 
 class OverlongLine:
     """Marker returned in place of a line that exceeded the limit; `size` is what was dropped."""
@@ -20,46 +10,56 @@ class OverlongLine:
         self.size = size
 
 
-class LineReader:
-    """Yields lines (without the newline) from `source`; never buffers more than `limit` bytes.
+class LineSplitter:
+    """Splits chunks of a stream, as they arrive, into lines (without the newline).
 
-    A line longer than `limit` is discarded as it arrives and reported as one OverlongLine.
-    At end of stream, an unterminated last line is returned in `partial` instead of as a line.
+    It never keeps more than `limit` bytes of an unfinished line: a longer one is dropped as it
+    arrives and reported as one OverlongLine. At end of stream, `finish()` reports what is left.
     """
 
-    def __init__(self, source: ByteSource, limit: int) -> None:
-        self._source = source
+    def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._buffer = bytearray()
-        self._searched = 0
-        self._discarded = 0  # bytes of an overlong line dropped so far
-        self.partial = b""
+        self._rest = bytearray()  # the start of the unfinished line (at most `limit` bytes)
+        self._discarded = 0       # bytes of an overlong unfinished line dropped so far
+        self.partial = b""        # after finish(): an unterminated last line
 
-    async def next_line(self) -> bytes | OverlongLine | None:
-        """The next line, an OverlongLine, or None at end of stream."""
-        while True:
-            newline = self._buffer.find(b"\n", self._searched)
-            if newline >= 0:
-                line = bytes(self._buffer[:newline])
-                del self._buffer[: newline + 1]
-                self._searched = 0
-                if self._discarded:
-                    size = self._discarded + len(line)
-                    self._discarded = 0
-                    return OverlongLine(size)
-                return line
-            self._searched = len(self._buffer)
-            if len(self._buffer) > self._limit:
-                self._discarded += len(self._buffer)
-                self._buffer.clear()
-                self._searched = 0
-            chunk = await self._source.read(CHUNK_BYTES)
-            if not chunk:
-                self.partial = bytes(self._buffer)
-                self._buffer.clear()
-                if self._discarded:
-                    size = self._discarded
-                    self._discarded = 0
-                    return OverlongLine(size)
-                return None
-            self._buffer += chunk
+    def feed(self, chunk: bytes) -> list[bytes | OverlongLine]:
+        """The lines that `chunk` finishes, in order."""
+        newline = chunk.find(b"\n")
+        if newline < 0:
+            self._keep(chunk)
+            return []
+        lines = [self._finished(chunk[:newline])]
+        *whole, rest = chunk[newline + 1:].split(b"\n")
+        lines += [line if len(line) <= self._limit else OverlongLine(len(line)) for line in whole]
+        self._keep(rest)
+        return lines
+
+    def finish(self) -> OverlongLine | None:
+        """End of stream: an overlong unfinished line, if any; an unterminated one goes to
+        `partial`."""
+        self.partial = bytes(self._rest)
+        self._rest.clear()
+        if self._discarded:
+            size, self._discarded = self._discarded, 0
+            return OverlongLine(size)
+        return None
+
+    def _finished(self, end: bytes) -> bytes | OverlongLine:
+        """The unfinished line, completed by `end`."""
+        if self._discarded:
+            size, self._discarded = self._discarded + len(end), 0
+            return OverlongLine(size)
+        line = bytes(self._rest) + end if self._rest else end
+        self._rest.clear()
+        return line if len(line) <= self._limit else OverlongLine(len(line))
+
+    def _keep(self, data: bytes) -> None:
+        """Add `data` to the unfinished line, dropping the line once it passes the limit."""
+        if self._discarded:
+            self._discarded += len(data)
+        elif len(self._rest) + len(data) > self._limit:
+            self._discarded = len(self._rest) + len(data)
+            self._rest.clear()
+        else:
+            self._rest += data

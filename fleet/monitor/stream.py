@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from fleet.errors import HostError, HostUnreachable, ProbeError
 from fleet.health.host_state import outcome_of
 from fleet.model import HostOutcome, HostSpec, ProbeReport
-from fleet.monitor.lines import LineReader, OverlongLine
+from fleet.monitor.lines import OverlongLine
 from fleet.monitor.settings import MonitorSettings
 from fleet.probe.bundle import PYTHON_TOO_OLD_EXIT, probe_command, probe_program
 from fleet.probe.parse import MAX_LINE_BYTES, parse_probe_line, sanitize_text
@@ -27,10 +27,11 @@ from fleet.ssh.pool import Backoff, ConnectionPool
 if TYPE_CHECKING:
     import asyncssh
 
+    from fleet.monitor.probe_session import ProbeSession
+
 log = logging.getLogger("fleet.monitor.stream")
 
 PID_MARKER = b"fleet-probe-pid"
-STDERR_TAIL_BYTES = 2000
 KILL_TIMEOUT_S = 5.0
 # How long a stalled probe's connection may take to run `true` before the host counts as down.
 STALL_CHECK_S = 2.0
@@ -89,8 +90,10 @@ class HostStream:
             settings.reconnect_initial, settings.reconnect_max, settings.reconnect_jitter
         )
         self._stopping = asyncio.Event()
-        self._process: asyncssh.SSHClientProcess[bytes] | None = None
+        self._channel: asyncssh.SSHClientChannel[bytes] | None = None
         self._remote_pid: int | None = None
+        self._stall: _StallTimer | None = None  # the running probe's
+        self._next_stall_limit = 0.0
 
     async def run(self) -> None:
         """Monitor the host until stop(); every failure is reported to the sink, never raised."""
@@ -112,10 +115,10 @@ class HostStream:
     async def stop(self) -> None:
         """Ask the probe to exit (stdin closed); the run() loop then returns."""
         self._stopping.set()
-        process = self._process
-        if process is not None:
+        channel = self._channel
+        if channel is not None:
             with contextlib.suppress(OSError, RuntimeError):
-                process.stdin.write_eof()
+                channel.write_eof()
 
     async def kill_remote_probe(self) -> None:
         """SIGKILL the current probe process on the host by pid (it may be stopped or hung)."""
@@ -157,57 +160,48 @@ class HostStream:
         """Run one probe process until it ends, stalls, or stop(); HostError on failures."""
         import asyncssh
 
+        from fleet.monitor.probe_session import open_probe_session
+
         timeout = self.pool.options.command_timeout
+        first_deadline = timeout + self.settings.stall_timeout
+        stall = self._stall = _StallTimer(first_deadline)
+        self._next_stall_limit = first_deadline
         try:
-            process = await asyncio.wait_for(
-                conn.create_process(stream_command(self.spec.python), encoding=None), timeout
-            )
+            channel, session = await asyncio.wait_for(open_probe_session(
+                conn, stream_command(self.spec.python), self._take_line, MAX_LINE_BYTES),
+                timeout)
         except TimeoutError as exc:
             raise HostUnreachable(self.spec.name, f"no probe channel within {timeout:g}s") from exc
         except (asyncssh.Error, OSError) as exc:
             raise HostUnreachable(self.spec.name, f"cannot start the probe: {exc}") from exc
         self.stats.probes_started += 1
-        self._process = process
+        self._channel = channel
         self._remote_pid = None
-        stderr_tail = bytearray()
-        stderr_task = asyncio.create_task(_drain(process.stderr, stderr_tail))
         exited_cleanly = False
         try:
-            process.stdin.write(self._program())
-            await asyncio.wait_for(process.stdin.drain(), timeout)
+            channel.write(self._program())
             if self._stopping.is_set():
-                process.stdin.write_eof()
-            exited_cleanly = await self._read_lines(process, conn, stderr_tail)
+                channel.write_eof()
+            if await self._output_ended(session, conn, stall):
+                exited_cleanly = self._ended(channel, conn, session)
         except (asyncssh.Error, OSError) as exc:
             raise HostUnreachable(self.spec.name, f"probe channel failed: {exc}") from exc
-        except TimeoutError as exc:
-            raise HostUnreachable(self.spec.name, f"probe start timed out: {exc}") from exc
         finally:
-            self._process = None
+            self._channel = None
             if not exited_cleanly and not conn.is_closed():
                 await self.kill_remote_probe()
-            process.close()
-            stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, asyncssh.Error, OSError):
-                await stderr_task
+            channel.close()
 
-    async def _read_lines(
-        self,
-        process: asyncssh.SSHClientProcess[bytes],
-        conn: asyncssh.SSHClientConnection,
-        stderr_tail: bytearray,
+    async def _output_ended(
+        self, session: ProbeSession, conn: asyncssh.SSHClientConnection, stall: _StallTimer,
     ) -> bool:
-        """Consume the probe's lines; True when it exited by itself after stop().
-
-        A probe silent for the stall limit (longer before its first reading) is a stall.
-        """
-        first_deadline = self.pool.options.command_timeout + self.settings.stall_timeout
-        stall = _StallTimer(first_deadline)
+        """Wait while the probe's lines arrive (see _take_line): True when its output ended,
+        False when it stalled (silent for the stall limit, longer before its first reading)."""
         try:
             async with asyncio.timeout(None) as timeout:
                 stall.start(timeout)
                 try:
-                    return await self._consume(process, conn, stderr_tail, stall, first_deadline)
+                    await session.ended
                 finally:
                     stall.cancel()
         except TimeoutError as stalled:
@@ -222,38 +216,32 @@ class HostStream:
             self._fail("probe_error",
                        f"probe gave no reading for {stall.limit:g}s; restarting it")
             return False
+        return True
 
-    async def _consume(
-        self,
-        process: asyncssh.SSHClientProcess[bytes],
-        conn: asyncssh.SSHClientConnection,
-        stderr_tail: bytearray,
-        stall: _StallTimer,
-        first_deadline: float,
-    ) -> bool:
-        """Read lines until the probe ends (see _read_lines), each wait moving the stall limit."""
-        reader = LineReader(process.stdout, MAX_LINE_BYTES)
-        waited_for_first = True
-        while True:
-            stall.line_seen(first_deadline if waited_for_first else self.settings.stall_timeout)
-            line = await reader.next_line()
-            if line is None:
-                return self._ended(process, conn, stderr_tail, reader.partial)
+    def _take_line(self, line: bytes | OverlongLine) -> None:
+        """One line of the probe, as it arrives: its pid, garbage, or a reading. Each moves the
+        stall deadline (to the first reading's, until a reading has come)."""
+        try:
             if isinstance(line, OverlongLine):
                 self._garbage(f"line of {line.size} bytes exceeds {MAX_LINE_BYTES}")
-                continue
-            if self._remote_pid is None and line.startswith(PID_MARKER):
+            elif self._remote_pid is None and line.startswith(PID_MARKER):
                 self._remote_pid = _pid_of(line)
-                continue
-            try:
-                report = parse_probe_line(line, self.spec.name)
-            except ProbeError as exc:
-                self._garbage(exc.detail)
-                continue
-            waited_for_first = False
-            self.stats.reports += 1
-            self._backoff.reset()
-            self.sink.on_report(self.spec, report)
+            else:
+                self._reading(line)
+        finally:
+            if self._stall is not None:
+                self._stall.line_seen(self._next_stall_limit)
+
+    def _reading(self, line: bytes) -> None:
+        try:
+            report = parse_probe_line(line, self.spec.name)
+        except ProbeError as exc:
+            self._garbage(exc.detail)
+            return
+        self._next_stall_limit = self.settings.stall_timeout
+        self.stats.reports += 1
+        self._backoff.reset()
+        self.sink.on_report(self.spec, report)
 
     def _garbage(self, why: str) -> None:
         self.stats.garbage_lines += 1
@@ -261,20 +249,20 @@ class HostStream:
 
     def _ended(
         self,
-        process: asyncssh.SSHClientProcess[bytes],
+        channel: asyncssh.SSHClientChannel[bytes],
         conn: asyncssh.SSHClientConnection,
-        stderr_tail: bytearray,
-        partial: bytes,
+        session: ProbeSession,
     ) -> bool:
-        if partial:
-            self._garbage(f"unterminated last line of {len(partial)} bytes")
+        """The probe's output ended: True after stop(), else the HostError that says why."""
+        if session.partial:
+            self._garbage(f"unterminated last line of {len(session.partial)} bytes")
         if self._stopping.is_set():
             return True
         if conn.is_closed():
             raise HostUnreachable(self.spec.name, "connection lost")
-        status = process.exit_status
-        tail = sanitize_text(bytes(stderr_tail).decode("utf-8", "replace").replace("\n", " | "),
-                             600)
+        status = channel.get_exit_status()
+        tail = sanitize_text(
+            bytes(session.stderr_tail).decode("utf-8", "replace").replace("\n", " | "), 600)
         if status in _PYTHON_UNUSABLE and self.stats.reports == 0:
             raise _PythonUnusable(f"{self.spec.python} unusable (exit {status}): {tail}")
         how = f"exit status {status}" if status is not None else "no exit status"
@@ -340,10 +328,4 @@ def _pid_of(line: bytes) -> int | None:
     return None
 
 
-async def _drain(source: asyncssh.SSHReader[bytes], tail: bytearray) -> None:
-    """Read a channel's stderr to its end, keeping only the last bytes (for error messages)."""
-    while chunk := await source.read(65536):
-        tail += chunk
-        if len(tail) > STDERR_TAIL_BYTES:
-            del tail[: len(tail) - STDERR_TAIL_BYTES]
 

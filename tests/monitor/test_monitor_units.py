@@ -11,30 +11,30 @@ import pytest
 from fleet.errors import ConfigError
 from fleet.model import HostSpec
 from fleet.monitor.config import default_settings, load_settings
-from fleet.monitor.lines import LineReader, OverlongLine
+from fleet.monitor.lines import LineSplitter, OverlongLine
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.snapshot import FleetSnapshot, HostSnapshot
 from fleet.ssh.pool import Backoff
 
 
-class _Chunks:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = list(chunks)
-        self.largest_read = 0
-
-    async def read(self, n: int = -1) -> bytes:
-        self.largest_read = max(self.largest_read, n)
-        return self.chunks.pop(0) if self.chunks else b""
-
-
-async def test_line_reader_splits_drops_overlong_lines_and_keeps_partial_tail() -> None:
-    source = _Chunks([b"one\ntw", b"o\n", b"x" * 300, b"x" * 300 + b"\nthree\n", b"tail"])
-    reader = LineReader(source, limit=256)
-    lines = [await reader.next_line() for _ in range(5)]
+def test_line_splitter_splits_drops_overlong_lines_and_keeps_partial_tail() -> None:
+    splitter = LineSplitter(limit=256)
+    chunks = [b"one\ntw", b"o\n", b"x" * 300, b"x" * 300 + b"\nthree\n", b"tail"]
+    lines = [line for chunk in chunks for line in splitter.feed(chunk)]
     assert lines[:2] == [b"one", b"two"]
     assert isinstance(lines[2], OverlongLine) and lines[2].size == 600
-    assert lines[3] == b"three"
-    assert lines[4] is None and reader.partial == b"tail"
+    assert lines[3:] == [b"three"]
+    assert splitter.finish() is None and splitter.partial == b"tail"
+
+
+def test_line_splitter_drops_a_line_past_the_limit_within_one_chunk_and_at_the_end() -> None:
+    splitter = LineSplitter(limit=8)
+    lines = splitter.feed(b"short\n" + b"y" * 9 + b"\nok\n" + b"z" * 20)
+    assert lines[0] == b"short" and lines[2] == b"ok"
+    assert isinstance(lines[1], OverlongLine) and lines[1].size == 9
+    overlong = splitter.finish()  # an overlong unterminated end is reported, not kept
+    assert isinstance(overlong, OverlongLine) and overlong.size == 20
+    assert splitter.partial == b""
 
 
 def _snapshot(n: int, changed: set[str]) -> FleetSnapshot:

@@ -13,47 +13,47 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
+from collections.abc import Iterator
 
 import pytest
 
 from fleet.errors import ProbeError
-from fleet.monitor.lines import CHUNK_BYTES, LineReader, OverlongLine
+from fleet.monitor.lines import LineSplitter, OverlongLine
 from fleet.probe.parse import MAX_LINE_BYTES, parse_probe_line
 
 HUGE_BYTES = 10 * 1024 * 1024
 MIB = 1024 * 1024
 
 
-class GeneratedStream:
+# The largest chunk an SSH channel delivers at once is a packet (32 KiB); a pipe's is 64 KiB.
+CHUNK_BYTES = 65536
+
+
+def generated_chunks(size: int, tail: bytes) -> Iterator[bytes]:
     """`size` bytes of 'x' then a newline and `tail`, produced chunk by chunk (never held)."""
-
-    def __init__(self, size: int, tail: bytes) -> None:
-        self.left = size
-        self.tail = tail
-
-    async def read(self, n: int = -1) -> bytes:
-        if self.left > 0:
-            count = min(n, self.left)
-            self.left -= count
-            return b"x" * count
-        tail, self.tail = self.tail, b""
-        return tail
+    while size > 0:
+        count = min(CHUNK_BYTES, size)
+        size -= count
+        yield b"x" * count
+    yield b"\n" + tail
 
 
-async def test_ten_megabyte_line_is_dropped_with_bounded_buffering() -> None:
-    reader = LineReader(GeneratedStream(HUGE_BYTES, b"\n{\"schema\": 1}\n"), MAX_LINE_BYTES)
+def test_ten_megabyte_line_is_dropped_with_bounded_buffering() -> None:
+    splitter = LineSplitter(MAX_LINE_BYTES)
+    lines: list[bytes | OverlongLine] = []
     tracemalloc.start()
     try:
-        first = await reader.next_line()
+        for chunk in generated_chunks(HUGE_BYTES, b'{"schema": 1}\n'):
+            lines += splitter.feed(chunk)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert isinstance(first, OverlongLine) and first.size == HUGE_BYTES
+    assert isinstance(lines[0], OverlongLine) and lines[0].size == HUGE_BYTES
     # The buffer never held more than the limit plus a chunk (bytearray growth doubles, so
     # allow 2x): far less than the 10 MB line.
     assert peak < 2 * (MAX_LINE_BYTES + CHUNK_BYTES) + MIB
-    assert await reader.next_line() == b'{"schema": 1}'
-    assert await reader.next_line() is None
+    assert lines[1:] == [b'{"schema": 1}']
+    assert splitter.finish() is None and splitter.partial == b""
 
 
 def test_parse_rejects_a_ten_megabyte_line_before_decoding_it() -> None:
@@ -62,9 +62,9 @@ def test_parse_rejects_a_ten_megabyte_line_before_decoding_it() -> None:
 
 
 READER_RSS_SCRIPT = textwrap.dedent("""
-    import asyncio, json, sys
-    from fleet.monitor.lines import LineReader
-    from tests.property.test_huge_lines import GeneratedStream
+    import json, sys
+    from fleet.monitor.lines import LineSplitter
+    from tests.property.test_huge_lines import generated_chunks
 
     def peak_kib():
         with open("/proc/self/status") as status:
@@ -72,17 +72,19 @@ READER_RSS_SCRIPT = textwrap.dedent("""
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1])
 
-    async def main(size, limit):
-        reader = LineReader(GeneratedStream(size, b"\\nok\\n"), limit)
+    def main(size, limit):
+        splitter = LineSplitter(limit)
         with open("/proc/self/clear_refs", "w") as clear:
             clear.write("5")  # resets the peak RSS (VmHWM) to the current RSS
         before = peak_kib()
-        first = await reader.next_line()
-        second = await reader.next_line()
+        lines = []
+        for chunk in generated_chunks(size, b"ok\\n"):
+            lines += splitter.feed(chunk)
+        first, second = lines
         print(json.dumps({"before_kib": before, "after_kib": peak_kib(),
                           "dropped": getattr(first, "size", -1), "next": second.decode()}))
 
-    asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))
+    main(int(sys.argv[1]), int(sys.argv[2]))
 """)
 
 
@@ -101,7 +103,7 @@ def test_reader_peak_rss_grows_by_less_than_the_line() -> None:
     control = _peak_rss_growth(HUGE_BYTES, 4 * HUGE_BYTES)
     control_kib = int(control["after_kib"]) - int(control["before_kib"])
     assert control["dropped"] == -1  # the control kept the line
-    print(f"\nLineReader: 10 MiB line dropped, peak RSS growth {growth_kib} KiB "
+    print(f"\nLineSplitter: 10 MiB line dropped, peak RSS growth {growth_kib} KiB "
           f"(limit {MAX_LINE_BYTES // MIB} MiB); unbounded control {control_kib} KiB")
     assert figures["dropped"] == HUGE_BYTES and figures["next"] == "ok"
     assert control_kib * 1024 >= HUGE_BYTES
