@@ -123,11 +123,19 @@ def test_a_clean_probe_line_is_converted_in_c_with_the_same_report() -> None:
     wire = _DECODER.decode(encoded)
     assert _needs_no_cleaning(encoded, wire)
     assert typed_report(encoded) == parse_probe_line_lenient(encoded, "h")
-    for unclean in (" padded ", "x" * 300, "caf\u00e9", "bell\u0007", "del\u007f"):
+    for unclean in (" padded ", "caf\u00e9", "bell\u0007", "del\u007f"):
         line["gpus"][1]["name"] = unclean
         odd = json.dumps(line, separators=(",", ":")).encode()
         assert not _needs_no_cleaning(odd, _DECODER.decode(odd)), unclean
         assert typed_report(odd) == parse_probe_line_lenient(odd, "h")
+    for too_long in ({"name": "x" * 300}, {"error": "e" * 1001}):  # cut by the lenient path
+        odd = json.dumps({**line, "gpus": [{**line["gpus"][0], **too_long}]},
+                         separators=(",", ":")).encode()
+        assert typed_report(odd) is None
+        assert parse_probe_line(odd, "h") == parse_probe_line_lenient(odd, "h")
+    spaced = json.dumps(line).encode()  # white space between tokens: each text checked
+    assert not _needs_no_cleaning(spaced, _DECODER.decode(spaced))
+    assert typed_report(spaced) == parse_probe_line_lenient(spaced, "h")
     line["gpus"][1]["name"] = "NVIDIA A100"
     for where, unclean in (("warnings", [" first text"]), ("gpu_reason", "last text ")):
         odd = json.dumps({**line, where: unclean}, separators=(",", ":")).encode()
