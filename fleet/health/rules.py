@@ -169,16 +169,18 @@ class HealthTracker:
         changes: list[HealthChange] = []
         memory.failures = 0
         memory.state = "up"
-        if self.settings.fact_change_events:
-            changes.extend(self._fact_changes(host, memory, report))
+        facts = self.settings.fact_change_events
+        if facts:
+            changes.extend(self._host_fact_changes(host, memory, report))
         memory.gpu_count = len(report.gpus)
         if report.host.driver_version is not None:
             memory.driver_version = report.host.driver_version
-        changes.extend(self._gpu_changes(host, memory, report, now))
+        states = self._gpu_changes(host, memory, report, now, changes if facts else None)
+        changes.extend(states)
         return changes
 
-    def _fact_changes(self, host: str, memory: _HostMemory,
-                      report: ProbeReport) -> list[HealthChange]:
+    def _host_fact_changes(self, host: str, memory: _HostMemory,
+                           report: ProbeReport) -> list[HealthChange]:
         changes: list[HealthChange] = []
         count = len(report.gpus)
         if memory.gpu_count is not None and count != memory.gpu_count:
@@ -196,30 +198,29 @@ class HealthTracker:
                 f"{host}: driver {memory.driver_version} -> {driver}",
                 {"from": memory.driver_version, "to": driver},
             ))
-        for gpu in report.gpus:
-            known = memory.gpus.get(gpu.index)
-            if known is None:
-                continue
-            for fact, old, new in (("name", known.name, gpu.name), ("uuid", known.uuid, gpu.uuid)):
-                if old is not None and new is not None and old != new:
-                    what = "model" if fact == "name" else "UUID (GPU replaced?)"
-                    changes.append(HealthChange(
-                        host, gpu.index, "gpu_changed", "warning", None, None,
-                        f"{host} GPU {gpu.index}: {what} {old} -> {new}",
-                        {"field": fact, "from": old, "to": new},
-                    ))
         return changes
 
-    def _gpu_changes(self, host: str, memory: _HostMemory, report: ProbeReport,
-                     now: float) -> list[HealthChange]:
+    def _gpu_changes(self, host: str, memory: _HostMemory, report: ProbeReport, now: float,
+                     fact_changes: list[HealthChange] | None) -> list[HealthChange]:
+        """Each GPU's state change (a GPU no longer listed fails); with `fact_changes`, a
+        changed model or UUID of a GPU seen before is added there. Runs for every reading of
+        every GPU, so the common case (nothing changed) does no more than compare."""
         changes: list[HealthChange] = []
-        listed: set[int] = set()
+        known_gpus = memory.gpus
+        hot_c, cool_c = self.settings.gpu_hot_c, self.settings.gpu_cool_c
         for gpu in report.gpus:
-            listed.add(gpu.index)
-            known = memory.gpus.setdefault(gpu.index, _GpuMemory())
-            known.name = gpu.name or known.name
-            known.uuid = gpu.uuid or known.uuid
-            known.hot = self._is_hot(known.hot, gpu.temperature_c)
+            known = known_gpus.get(gpu.index)
+            if known is None:
+                known = known_gpus[gpu.index] = _GpuMemory()
+            elif fact_changes is not None and (_differs(known.name, gpu.name)
+                                               or _differs(known.uuid, gpu.uuid)):
+                fact_changes.extend(_gpu_fact_changes(host, gpu, known))
+            if gpu.name:
+                known.name = gpu.name
+            if gpu.uuid:
+                known.uuid = gpu.uuid
+            if gpu.temperature_c is not None:  # hysteresis: hot from gpu_hot_c to gpu_cool_c
+                known.hot = gpu.temperature_c >= (cool_c if known.hot else hot_c)
             new_state = self._gpu_state(gpu, known.hot)
             if new_state == known.state:  # the common case: no event, so no cause to word
                 continue
@@ -235,14 +236,16 @@ class HealthTracker:
             change = self._transition(host, gpu.index, known, new_state, cause, data, now)
             if change is not None:
                 changes.append(change)
-        for index in sorted(set(memory.gpus) - listed):
-            known = memory.gpus[index]
-            known.hot = False
-            why = report.gpu_reason or "the probe no longer lists it"
-            change = self._transition(host, index, known, GPU_FAILED, f"missing: {why}",
-                                      {"missing": True, "uuid": known.uuid}, now)
-            if change is not None:
-                changes.append(change)
+        if len(known_gpus) > len(report.gpus):  # indexes are unique: some GPU is not listed
+            listed = {gpu.index for gpu in report.gpus}
+            for index in sorted(set(known_gpus) - listed):
+                known = known_gpus[index]
+                known.hot = False
+                why = report.gpu_reason or "the probe no longer lists it"
+                change = self._transition(host, index, known, GPU_FAILED, f"missing: {why}",
+                                          {"missing": True, "uuid": known.uuid}, now)
+                if change is not None:
+                    changes.append(change)
         return changes
 
     def _transition(self, host: str, index: int, known: _GpuMemory, new_state: str, cause: str,
@@ -262,19 +265,13 @@ class HealthTracker:
             {"from": old_state, "to": new_state, "cause": cause, "at": now, **data},
         )
 
-    def _is_hot(self, was_hot: bool, temperature_c: float | None) -> bool:
-        """Hysteresis: hot from gpu_hot_c upwards, ok again only below gpu_cool_c."""
-        if temperature_c is None:
-            return was_hot
-        if was_hot:
-            return temperature_c >= self.settings.gpu_cool_c
-        return temperature_c >= self.settings.gpu_hot_c
-
     def _gpu_state(self, gpu: GpuReport, hot: bool) -> str:
         """The state a GPU reading puts the GPU in."""
         if gpu.lost or gpu.error is not None:
             return GPU_FAILED
-        if self._degradations(gpu):
+        settings = self.settings  # what _degradations lists, without building the list
+        if ((settings.ecc_uncorrected_degrades and (gpu.ecc_errors_uncorrected or 0) > 0)
+                or (settings.retired_pages_degrade and gpu.retired_pages_pending)):
             return GPU_DEGRADED
         return GPU_HOT if hot else GPU_OK
 
@@ -299,6 +296,25 @@ class HealthTracker:
         if gpu.temperature_c is not None:
             return f"temperature {_celsius(gpu.temperature_c)}"
         return "healthy"
+
+
+def _differs(known: str | None, seen: str | None) -> bool:
+    """Whether a GPU fact seen now contradicts the one known (either may be unknown)."""
+    return known is not None and seen is not None and known != seen
+
+
+def _gpu_fact_changes(host: str, gpu: GpuReport, known: _GpuMemory) -> list[HealthChange]:
+    """The changed model and UUID of a GPU seen before."""
+    changes: list[HealthChange] = []
+    for fact, old, new in (("name", known.name, gpu.name), ("uuid", known.uuid, gpu.uuid)):
+        if _differs(old, new):
+            what = "model" if fact == "name" else "UUID (GPU replaced?)"
+            changes.append(HealthChange(
+                host, gpu.index, "gpu_changed", "warning", None, None,
+                f"{host} GPU {gpu.index}: {what} {old} -> {new}",
+                {"field": fact, "from": old, "to": new},
+            ))
+    return changes
 
 
 def _celsius(value: float | None) -> str:
