@@ -212,8 +212,8 @@ class HealthTracker:
             known = known_gpus.get(gpu.index)
             if known is None:
                 known = known_gpus[gpu.index] = _GpuMemory()
-            elif fact_changes is not None and (_differs(known.name, gpu.name)
-                                               or _differs(known.uuid, gpu.uuid)):
+            elif fact_changes is not None and (gpu.name != known.name
+                                               or gpu.uuid != known.uuid):
                 fact_changes.extend(_gpu_fact_changes(host, gpu, known))
             if gpu.name:
                 known.name = gpu.name
