@@ -41,7 +41,7 @@ STEADY_AFTER_UP_S = HOUSEKEEPING_INTERVAL_S + 3.0
 CURVE_HOSTS = (16, 64, 256)
 # A larger fleet's cost per host-sample counts as "flat" up to this much above a smaller one's.
 CURVE_NOISE = 1.10
-MONITOR_ROUNDS = 2  # fleet, floor, fleet, floor: the figures are the medians
+MONITOR_ROUNDS = 3  # fleet, floor, fleet, floor, ...: the figures are the medians
 NAIVE_MAX_HOSTS = 64  # a fresh ssh per host per second cannot keep up beyond this on 2 cores
 
 
