@@ -269,18 +269,24 @@ class HealthTracker:
         """The state a GPU reading puts the GPU in."""
         if gpu.lost or gpu.error is not None:
             return GPU_FAILED
-        settings = self.settings  # what _degradations lists, without building the list
-        if ((settings.ecc_uncorrected_degrades and (gpu.ecc_errors_uncorrected or 0) > 0)
-                or (settings.retired_pages_degrade and gpu.retired_pages_pending)):
+        if self._ecc_degrades(gpu) or self._pages_degrade(gpu):  # no list built per reading
             return GPU_DEGRADED
         return GPU_HOT if hot else GPU_OK
+
+    def _ecc_degrades(self, gpu: GpuReport) -> bool:
+        """Whether the reading's uncorrectable ECC errors degrade the GPU."""
+        return self.settings.ecc_uncorrected_degrades and (gpu.ecc_errors_uncorrected or 0) > 0
+
+    def _pages_degrade(self, gpu: GpuReport) -> bool:
+        """Whether the reading's pending page retirements degrade the GPU."""
+        return self.settings.retired_pages_degrade and bool(gpu.retired_pages_pending)
 
     def _degradations(self, gpu: GpuReport) -> list[str]:
         """What degrades a GPU in this reading (uncorrectable ECC errors, retired pages)."""
         degraded: list[str] = []
-        if self.settings.ecc_uncorrected_degrades and (gpu.ecc_errors_uncorrected or 0) > 0:
+        if self._ecc_degrades(gpu):
             degraded.append(f"{gpu.ecc_errors_uncorrected} uncorrectable ECC errors")
-        if self.settings.retired_pages_degrade and gpu.retired_pages_pending:
+        if self._pages_degrade(gpu):
             degraded.append("retired pages pending")
         return degraded
 
