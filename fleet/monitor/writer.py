@@ -33,6 +33,8 @@ T = TypeVar("T")
 
 # Buffered rows kept while the database refuses writes; beyond this the oldest are dropped.
 MAX_BACKLOG_FLUSHES = 10
+# What a refused flush raises (StorageError is a FleetError): its batch is kept for a retry.
+WRITE_ERRORS = (FleetError, OSError, LookupError, ValueError)
 
 
 @dataclass
@@ -159,14 +161,33 @@ class SampleWriter:
             if batch.is_empty():
                 await self._refresh_drains()
                 return 0
+            write = asyncio.ensure_future(
+                asyncio.to_thread(self._guarded, "write samples", self._write, batch))
             try:
-                written = await asyncio.to_thread(self._guarded, "write samples", self._write,
-                                                  batch)
-            except (FleetError, OSError, LookupError, ValueError) as exc:  # StorageError too
+                written = await asyncio.shield(write)
+            except asyncio.CancelledError:
+                # The transaction goes on in its thread whatever the caller does: the lock is
+                # held until it ends, so the next flush (Monitor.stop's last) follows it and
+                # the caller's cancellation returns only once it is committed or refused.
+                await asyncio.wait([write])
+                self._settle(batch, write)
+                raise
+            except WRITE_ERRORS as exc:
                 self._keep_for_retry(batch, exc)
                 return 0
             self._refused = False
             return written
+
+    def _settle(self, batch: Batch, write: asyncio.Future[int]) -> None:
+        """Account for a write whose caller was cancelled: a refused batch is kept for the
+        next flush as in `flush`, any other failure is logged (nobody is left to raise to)."""
+        exc = write.exception()
+        if exc is None:
+            self._refused = False
+        elif isinstance(exc, WRITE_ERRORS):
+            self._keep_for_retry(batch, exc)
+        else:
+            log.error("writing %d readings failed", len(batch.reports), exc_info=exc)
 
     def _keep_for_retry(self, batch: Batch, exc: BaseException) -> None:
         self.stats.failed_flushes += 1
