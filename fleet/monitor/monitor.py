@@ -24,6 +24,7 @@ from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.summary import MonitorSummary, SummaryCallback, summarize
+from fleet.monitor.thread_work import finish_in_thread
 from fleet.monitor.writer import SampleWriter
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from fleet.ssh.pool import ConnectionPool
@@ -369,7 +370,7 @@ class Monitor:
 
         while True:
             try:
-                await asyncio.to_thread(one_pass)
+                await finish_in_thread(one_pass)  # stop closes the pool after it, not during
                 self.retention_passes += 1
             except StorageError as exc:
                 log.error("retention pass failed: %s", exc)

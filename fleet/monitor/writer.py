@@ -20,6 +20,7 @@ from fleet.health.rules import HealthChange, HostSeed
 from fleet.model import HostSpec, HostState, ProbeReport
 from fleet.monitor.batch import Batch, EventIn, HostOutcomeIn
 from fleet.monitor.flush_queries import Drains, flush_statements, now_s, read_drains
+from fleet.monitor.thread_work import finish_in_thread
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
@@ -161,17 +162,12 @@ class SampleWriter:
             if batch.is_empty():
                 await self._refresh_drains()
                 return 0
-            write = asyncio.ensure_future(
-                asyncio.to_thread(self._guarded, "write samples", self._write, batch))
             try:
-                written = await asyncio.shield(write)
-            except asyncio.CancelledError:
-                # The transaction goes on in its thread whatever the caller does: the lock is
-                # held until it ends, so the next flush (Monitor.stop's last) follows it and
-                # the caller's cancellation returns only once it is committed or refused.
-                await asyncio.wait([write])
-                self._settle(batch, write)
-                raise
+                # A cancelled caller (Monitor.stop cancels the flush loop) returns only once the
+                # transaction ends, and the lock is held till then: stop's last flush follows it.
+                written = await finish_in_thread(
+                    lambda: self._guarded("write samples", self._write, batch),
+                    settle=lambda write: self._settle(batch, write))
             except WRITE_ERRORS as exc:
                 self._keep_for_retry(batch, exc)
                 return 0
