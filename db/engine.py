@@ -22,6 +22,7 @@ from db.migrate import HEAD_REVISION
 from db.sql import SessionReader, SqliteReader, SqlReader
 from db.sqlite import (
     SqliteFile,
+    expand_home_in_sqlite_url,
     plain_sqlite_path,
     prepare_sqlite_file,
     read_only_file,
@@ -55,7 +56,7 @@ def resolve_database_url(url: str | None) -> str:
     chosen = url or os.environ.get(DATABASE_URL_ENV) or default_database_url()
     if "://" not in chosen:
         return sqlite_url(str(Path(chosen).expanduser().resolve()))
-    return chosen
+    return expand_home_in_sqlite_url(chosen)
 
 
 class Database:

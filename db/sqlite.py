@@ -39,6 +39,18 @@ def sqlite_url(database: str) -> str:
     return SQLITE_URL_PREFIX + quote(database, safe=" +/")
 
 
+def expand_home_in_sqlite_url(url: str) -> str:
+    """`url` with a leading `~` or `~user` in an SQLite file path expanded (SQLite itself would
+    open a directory named `~`); any other URL unchanged."""
+    if not url.startswith(SQLITE_URL_PREFIX + "~"):
+        return url
+    rest, mark, query = url[len(SQLITE_URL_PREFIX):].partition("?")
+    expanded = os.path.expanduser(unquote(rest))
+    if expanded.startswith("~"):
+        return url  # no such user: left as the driver reads it
+    return sqlite_url(expanded) + mark + query
+
+
 def plain_sqlite_path(url: str) -> str | None:
     """The file a plain SQLite URL (`sqlite:///PATH`, no driver, no query) names, unquoted;
     None for any other URL and for in-memory databases.
@@ -49,8 +61,8 @@ def plain_sqlite_path(url: str) -> str | None:
     if not url.startswith(SQLITE_URL_PREFIX) or "?" in url:
         return None
     database = unquote(url[len(SQLITE_URL_PREFIX):])
-    if not database or database == ":memory:" or database.startswith("~"):
-        return None  # `~` is expanded by fleet's file checks but not by the driver: leave it
+    if not database or database == ":memory:":
+        return None
     return database
 
 
@@ -61,7 +73,9 @@ def sqlite_file_path(url: URL) -> Path | None:
     database = url.database
     if not database or database == ":memory:" or url.query.get("uri") == "true":
         return None
-    return Path(database).expanduser()
+    # As the driver reads it: no `~` expansion (db.engine.resolve_database_url expands a
+    # leading one in the URL itself, so fleet's file checks and the driver name one file).
+    return Path(database)
 
 
 def prepare_sqlite_file(path: Path) -> None:

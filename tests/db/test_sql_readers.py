@@ -10,11 +10,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from sqlalchemy.engine import URL, make_url
 
-from db.engine import Database, open_database
+from db.engine import Database, open_database, resolve_database_url
 from db.errors import DatabaseError
 from db.hosts import sync_hosts
 from db.sql import SessionReader, in_list
@@ -35,12 +35,15 @@ def test_fleet_renders_an_sqlite_url_as_sqlalchemy_does(database: str) -> None:
 
 
 @given(st.text(URL_CHARACTERS, max_size=40) | st.text("/%@:#+ a?~.=&[]", max_size=20))
+@example("./~")  # a `~` that the driver reads as a name
+@example("./~0")
+@example("~/x.db")
 def test_a_plain_sqlite_url_names_the_file_sqlalchemy_reads(rest: str) -> None:
     url = f"sqlite:///{rest}"
     path = plain_sqlite_path(url)
-    if path is None:  # left to SQLAlchemy: a query, in-memory, `~`, or no path at all
+    if path is None:  # left to SQLAlchemy: a query, in-memory, or no path at all
         assert "?" in rest or rest in ("", ":memory:") or make_url(url).database in (
-            None, "", ":memory:") or rest.startswith("~")
+            None, "", ":memory:")
         return
     parsed = make_url(url)
     assert path == parsed.database
@@ -50,8 +53,26 @@ def test_a_plain_sqlite_url_names_the_file_sqlalchemy_reads(rest: str) -> None:
 
 def test_other_urls_are_left_to_sqlalchemy() -> None:
     for url in ("sqlite://", "sqlite:///:memory:", "sqlite+pysqlite:////tmp/x.db",
-                "sqlite:////tmp/x.db?timeout=5", "postgresql://u@h/db", "sqlite:///~/x.db"):
+                "sqlite:////tmp/x.db?timeout=5", "postgresql://u@h/db"):
         assert plain_sqlite_path(url) is None, url
+
+
+def test_a_home_in_an_sqlite_url_is_expanded_once_for_fleet_and_the_driver(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve_database_url("sqlite:///~/my%20fleet.db") == sqlite_url(
+        str(tmp_path / "my fleet.db"))
+    assert resolve_database_url("sqlite:///~/x.db?timeout=5") == sqlite_url(
+        str(tmp_path / "x.db")) + "?timeout=5"
+    for kept in ("sqlite:///./~/x.db", "sqlite:///~no-such-user-here/x.db",
+                 "postgresql://u@h/~db"):
+        assert resolve_database_url(kept) == kept
+    # A `~` that is not the path's start names a directory of that name, for both.
+    assert sqlite_file_path(make_url("sqlite:///./~/x.db")) == Path("~/x.db")
+    with open_database(resolve_database_url("sqlite:///~/x.db")) as database:
+        assert database.sqlite is not None
+    assert (tmp_path / "x.db").is_file()
 
 
 @pytest.fixture
