@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from db.engine import Database
     from db.idle import GpuWindow
     from db.rows import AllocationDetail
+    from db.sql import SqlReader
     from db.types import Severity
 
 MIN_SAMPLES = 2
@@ -68,8 +69,11 @@ def is_idle(window: GpuWindow | None, since_ms: int, settings: IdleSettings) -> 
 
 def mark_idle(database: Database, settings: IdleSettings, now: float) -> IdleOutcome:
     """One pass over the active allocations (one transaction): mark, clear, release, and write
-    the events."""
-    from db.allocation_details import allocation_details
+    the events.
+
+    A reader looks first: the write transaction runs only when an allocation is old enough to
+    be judged or is marked idle (most passes of an idle or young fleet need none).
+    """
     from db.allocations import release_allocations
     from db.idle import gpu_windows, set_idle_since
     from db.sql import SessionReader
@@ -77,9 +81,11 @@ def mark_idle(database: Database, settings: IdleSettings, now: float) -> IdleOut
     outcome = IdleOutcome()
     moment = int(now)
     since_ms = int((now - settings.after) * 1000)
+    with database.reader() as reader:
+        if not _judged(reader, settings, now):
+            return outcome
     with database.session() as session:
-        held = [row for row in allocation_details(SessionReader(session))
-                if row.created_at <= now - settings.after or row.idle_since is not None]
+        held = _judged(SessionReader(session), settings, now)
         windows = gpu_windows(session, [row.gpu_id for row in held], since_ms)
         for row in held:
             idle = row.created_at <= now - settings.after and \
@@ -108,6 +114,14 @@ def mark_idle(database: Database, settings: IdleSettings, now: float) -> IdleOut
                        f"{now - idle_since:.0f}s (idle.release_reservations_after "
                        f"{limit:g}s)")
     return outcome
+
+
+def _judged(reader: SqlReader, settings: IdleSettings, now: float) -> list[AllocationDetail]:
+    """The active allocations a pass judges: old enough to be idle, or marked idle already."""
+    from db.allocation_details import allocation_details
+
+    return [row for row in allocation_details(reader)
+            if row.created_at <= now - settings.after or row.idle_since is not None]
 
 
 def _what(row: AllocationDetail) -> str:

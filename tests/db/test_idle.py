@@ -5,12 +5,15 @@ reservation is released when `idle.release_reservations_after` is set, tasks nev
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from sqlalchemy import select
 
 from db.allocation_details import allocation_details
 from db.engine import Database
 from db.models import Allocation, Event, GpuSample
-from fleet.placement.idle import IdleSettings, mark_idle
+from fleet.placement.idle import IdleOutcome, IdleSettings, mark_idle
 from tests.db.conftest import SeededFleet
 
 NOW = 1_800_000_000
@@ -90,3 +93,28 @@ def test_idle_reservations_are_released_when_asked_and_tasks_never(
     with database.reader() as reader:
         rows = {row.id: row for row in allocation_details(reader, active_only=False)}
     assert rows[reservation].release_reason == "idle" and rows[task].released_at is None
+
+
+def test_a_pass_with_nothing_old_enough_to_judge_opens_no_write_transaction(
+        database: Database, seeded: SeededFleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    young_gpu, old_gpu = seeded.gpu_ids[("alpha", 0)], seeded.gpu_ids[("alpha", 1)]
+    with database.session() as session:
+        session.add(Allocation(gpu_id=young_gpu, kind="reservation", owner="ann",
+                               created_at=NOW - 60))
+    _readings(database, young_gpu, 0.0, 0, since=NOW - 3600)
+    real_session = database.session
+    sessions: list[str] = []
+
+    def counted() -> Any:
+        sessions.append("session")
+        return real_session()
+
+    monkeypatch.setattr(database, "session", counted)
+    settings = IdleSettings(after=AFTER)
+    assert mark_idle(database, settings, NOW) == IdleOutcome()
+    assert sessions == []  # the reader found nothing to judge: no write lock taken
+    old = _hold(database, old_gpu, "bob")
+    _readings(database, old_gpu, 0.0, 0, since=NOW - 3600)
+    sessions.clear()
+    assert mark_idle(database, settings, NOW).marked == [old]
+    assert sessions == ["session"]
