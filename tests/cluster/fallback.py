@@ -15,7 +15,7 @@ from tests.cluster import gpuconf, sshd
 from tests.cluster.announcer import REGISTER_TIMEOUT_S
 from tests.cluster.cleanup import cleanup_stale_runs, teardown_run
 from tests.cluster.clientfiles import write_client_files
-from tests.cluster.hosts import ClusterHost, ClusterHostSpec
+from tests.cluster.hosts import ClusterHost, ClusterHostSpec, running_announcers
 from tests.cluster.state import RecordedProcess, RunState, new_run_id, state_base_dir
 
 if TYPE_CHECKING:
@@ -70,11 +70,7 @@ class LocalCluster:
     def record_processes(self) -> None:
         if self.closing:
             return
-        self.state.processes = [
-            RecordedProcess.of(host.announcer.process.pid, f"announcer:{host.name}")
-            for host in self.hosts
-            if host.announcer is not None and host.announcer.process.poll() is None
-        ]
+        self.state.processes = running_announcers(self.hosts)
         self.state.save()
 
     async def aclose(self) -> None:

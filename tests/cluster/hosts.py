@@ -330,3 +330,16 @@ def known_hosts_line(address: str, port: int, public_line: str) -> str:
     key_type, key_data = public_line.split()[:2]
     host_field = address if port == 22 else f"[{address}]:{port}"
     return f"{host_field} {key_type} {key_data}"
+
+
+def running_announcers(hosts: Iterable[ClusterHost]) -> list[RecordedProcess]:
+    """Records of the hosts' announcers that still run (teardown tells them all to stop first,
+    so one may exit between the poll and the read of its start time)."""
+    records = []
+    for host in hosts:
+        if host.announcer is not None and host.announcer.process.poll() is None:
+            record = RecordedProcess.if_running(host.announcer.process.pid,
+                                                f"announcer:{host.name}")
+            if record is not None:
+                records.append(record)
+    return records

@@ -12,7 +12,13 @@ from tests.cluster import gpuconf, netns, sshd
 from tests.cluster.announcer import REGISTER_TIMEOUT_S
 from tests.cluster.cleanup import cleanup_stale_runs, teardown_run
 from tests.cluster.clientfiles import write_client_files
-from tests.cluster.hosts import SSHD_START_TIMEOUT_S, ClusterHostSpec, NetnsHost, known_hosts_line
+from tests.cluster.hosts import (
+    SSHD_START_TIMEOUT_S,
+    ClusterHostSpec,
+    NetnsHost,
+    known_hosts_line,
+    running_announcers,
+)
 from tests.cluster.state import (
     RecordedProcess,
     RunState,
@@ -78,11 +84,7 @@ class Cluster:
         self.state.processes = [
             host.sshd_record for host in self.hosts if host.sshd_record is not None
         ]
-        self.state.processes += [
-            RecordedProcess.of(host.announcer.process.pid, f"announcer:{host.name}")
-            for host in self.hosts
-            if host.announcer is not None and host.announcer.process.poll() is None
-        ]
+        self.state.processes += running_announcers(self.hosts)
         self.state.save()
 
     def close(self) -> None:

@@ -57,6 +57,13 @@ class RecordedProcess:
             raise RuntimeError(f"{role}: process {pid} exited right after it was started")
         return cls(pid=pid, start_time=start_time, role=role)
 
+    @classmethod
+    def if_running(cls, pid: int, role: str) -> RecordedProcess | None:
+        """The record of a process still running, or None once it has exited (one told to stop
+        may exit between a poll and this read: nothing is left to clean up)."""
+        start_time = process_start_time(pid)
+        return None if start_time is None else cls(pid=pid, start_time=start_time, role=role)
+
     def is_alive(self) -> bool:
         return process_start_time(self.pid) == self.start_time
 

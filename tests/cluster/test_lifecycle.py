@@ -18,7 +18,7 @@ from tests.cluster.cleanup import cleanup_stale_runs, sweep_orphans
 from tests.cluster.clients import asyncssh_run, openssh_run
 from tests.cluster.hosts import NEEDS_ROOT, ClusterHostSpec
 from tests.cluster.netcluster import Cluster, start_netns_cluster
-from tests.cluster.state import RunState, new_run_id, process_start_time
+from tests.cluster.state import RecordedProcess, RunState, new_run_id, process_start_time
 from tests.fixtures.cluster import ClusterFactory
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason=NEEDS_ROOT)]
@@ -209,3 +209,18 @@ def test_down_sweeps_parts_whose_state_file_is_gone() -> None:
         )
     assert namespace not in ip_output("netns", "list")
     assert f" {bridge}:" not in ip_output("-o", "link")
+
+
+def test_an_exited_process_has_no_record_while_a_running_one_has() -> None:
+    exited = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while process_start_time(exited.pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.01)  # exited but not reaped yet: a zombie, as a stopped announcer can be
+    try:
+        assert RecordedProcess.if_running(exited.pid, "announcer:gone") is None
+        with pytest.raises(RuntimeError, match="exited right after it was started"):
+            RecordedProcess.of(exited.pid, "announcer:gone")
+        record = RecordedProcess.if_running(os.getpid(), "owner")
+        assert record is not None and record.is_alive()
+    finally:
+        exited.wait(timeout=10)
