@@ -41,13 +41,22 @@ def sqlite_url(database: str) -> str:
 
 def expand_home_in_sqlite_url(url: str) -> str:
     """`url` with a leading `~` or `~user` in an SQLite file path expanded (SQLite itself would
-    open a directory named `~`); any other URL unchanged."""
+    open a directory named `~`); any other URL unchanged.
+
+    Raises DatabaseError for `~user` naming no user (a typo would otherwise create a directory
+    of that name; `./~user/...` names one on purpose).
+    """
     if not url.startswith(SQLITE_URL_PREFIX + "~"):
         return url
     rest, mark, query = url[len(SQLITE_URL_PREFIX):].partition("?")
-    expanded = os.path.expanduser(unquote(rest))
+    path = unquote(rest)
+    expanded = os.path.expanduser(path)
     if expanded.startswith("~"):
-        return url  # no such user: left as the driver reads it
+        from db.errors import DatabaseError
+
+        user = path[1:].split("/", 1)[0]
+        raise DatabaseError(f"database URL {url}: no user {user!r} to expand ~{user} for; "
+                            f"write ./~{user}/... for a directory of that name")
     return sqlite_url(expanded) + mark + query
 
 

@@ -28,7 +28,8 @@ def _backend(db_url: str | None) -> tuple[str, str]:
     from db.backup import sqlite_path_of
     from db.engine import resolve_database_url
 
-    url = resolve_database_url(db_url)
+    with storage_errors(None):
+        url = resolve_database_url(db_url)
     try:
         backend = make_url(url).get_backend_name()
     except ArgumentError as exc:

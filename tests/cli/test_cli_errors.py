@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.cli.conftest import FleetCli
 
 
@@ -38,6 +40,15 @@ async def test_unwritable_database_is_a_storage_error(fleet_cli: FleetCli) -> No
     result = await fleet_cli.run("--db", "/proc/fleet/nope.db", "hosts")
     assert result.returncode == 4
     assert "/proc/fleet/nope.db" in result.stderr
+
+
+async def test_a_home_of_no_user_in_an_sqlite_url_is_a_storage_error(
+        fleet_cli: FleetCli) -> None:
+    for args in (["hosts"], ["db", "check"]):
+        result = await fleet_cli.run("--db", "sqlite:///~no-such-user-here/x.db", *args)
+        assert result.returncode == 4, (args, result.stderr)
+        assert "no user 'no-such-user-here'" in result.stderr
+    assert not Path("~no-such-user-here").exists()  # relative to the CLI's working directory
 
 
 async def test_pattern_matching_no_host_exits_2(fleet_cli: FleetCli) -> None:

@@ -65,9 +65,11 @@ def test_a_home_in_an_sqlite_url_is_expanded_once_for_fleet_and_the_driver(
         str(tmp_path / "my fleet.db"))
     assert resolve_database_url("sqlite:///~/x.db?timeout=5") == sqlite_url(
         str(tmp_path / "x.db")) + "?timeout=5"
-    for kept in ("sqlite:///./~/x.db", "sqlite:///~no-such-user-here/x.db",
+    for kept in ("sqlite:///./~/x.db", "sqlite:///./~no-such-user-here/x.db",
                  "postgresql://u@h/~db"):
         assert resolve_database_url(kept) == kept
+    with pytest.raises(DatabaseError, match=r"no user 'no-such-user-here'.*\./~no-such"):
+        resolve_database_url("sqlite:///~no-such-user-here/x.db")
     # A `~` that is not the path's start names a directory of that name, for both.
     assert sqlite_file_path(make_url("sqlite:///./~/x.db")) == Path("~/x.db")
     with open_database(resolve_database_url("sqlite:///~/x.db")) as database:
