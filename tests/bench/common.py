@@ -198,10 +198,27 @@ def peer_binary(name: str) -> str | None:
 
 
 def cpu_seconds_of(pid: int) -> float:
-    """utime + stime of a process, from /proc/PID/stat."""
+    """CPU time of a process (all its threads, ended ones included), from its CPU-time clock
+    (nanoseconds); /proc/PID/stat's utime + stime count whole clock ticks (10 ms), which is
+    0.03 ms per host-sample over a 20 s window at 16 hosts. The stat fields where the clock
+    cannot be read."""
+    try:
+        return time.clock_gettime(process_cpu_clock(pid))
+    except OSError:  # not Linux, or the process is gone (the stat file then says so)
+        return stat_cpu_seconds_of(pid)
+
+
+def stat_cpu_seconds_of(pid: int) -> float:
+    """utime + stime of a process, from /proc/PID/stat (whole clock ticks)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_clock(pid: int) -> int:
+    """The clock id of a process's CPU-time clock, as clock_getcpuclockid(3) makes it on Linux
+    (CPUCLOCK_SCHED of the whole process)."""
+    return ((~pid) << 3) | 2
 
 
 def rss_bytes_of(pid: int) -> int:
