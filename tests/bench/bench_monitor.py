@@ -174,7 +174,7 @@ def monitoring(results: Results, lab: Cluster, count: int, workdir: Path,
     figure = Figure(
         section="monitoring", name=f"monitor CPU per host-sample, {count} hosts × 8 GPUs",
         unit="ms",
-        compares=f"controller CPU (utime+stime) per host-sample at 1 s, {rounds} interleaved "
+        compares=f"controller CPU (its CPU-time clock) per host-sample at 1 s, {rounds} interleaved "
                  f"rounds of a {measure_s:g} s window each from {warmup_s:g} s after every host "
                  "has reported (past the start-up work): "
                  "the `fleet monitor` process vs the floor (bare asyncssh client reading the "
