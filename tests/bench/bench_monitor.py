@@ -174,9 +174,9 @@ def monitoring(results: Results, lab: Cluster, count: int, workdir: Path,
     figure = Figure(
         section="monitoring", name=f"monitor CPU per host-sample, {count} hosts × 8 GPUs",
         unit="ms",
-        compares=f"controller CPU (its CPU-time clock) per host-sample at 1 s, {rounds} interleaved "
-                 f"rounds of a {measure_s:g} s window each from {warmup_s:g} s after every host "
-                 "has reported (past the start-up work): "
+        compares=f"controller CPU (its CPU-time clock) per host-sample at 1 s, {rounds} "
+                 f"interleaved rounds of a {measure_s:g} s window each from {warmup_s:g} s "
+                 "after every host has reported (past the start-up work): "
                  "the `fleet monitor` process vs the floor (bare asyncssh client reading the "
                  "same probe lines, json.loads only) and a poller's fresh `ssh HOST "
                  "nvidia-smi --query-gpu` per host per interval (ssh client CPU via children "
