@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from db.errors import DatabaseError
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
@@ -52,8 +54,6 @@ def expand_home_in_sqlite_url(url: str) -> str:
     path = unquote(rest)
     expanded = os.path.expanduser(path)
     if expanded.startswith("~"):
-        from db.errors import DatabaseError
-
         user = path[1:].split("/", 1)[0]
         raise DatabaseError(f"database URL {url}: no user {user!r} to expand ~{user} for; "
                             f"write ./~{user}/... for a directory of that name")

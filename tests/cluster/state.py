@@ -52,10 +52,10 @@ class RecordedProcess:
 
     @classmethod
     def of(cls, pid: int, role: str) -> RecordedProcess:
-        start_time = process_start_time(pid)
-        if start_time is None:
+        record = cls.if_running(pid, role)
+        if record is None:
             raise RuntimeError(f"{role}: process {pid} exited right after it was started")
-        return cls(pid=pid, start_time=start_time, role=role)
+        return record
 
     @classmethod
     def if_running(cls, pid: int, role: str) -> RecordedProcess | None:
