@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from db.errors import DatabaseError, ReadOnlyDatabase
 from db.migrate import HEAD_REVISION
-from db.sql import SessionReader, SqliteReader, SqlReader
+from db.sql import SessionReader, SessionWriter, SqliteReader, SqliteWriter, SqlReader, SqlWriter
 from db.sqlite import (
     SqliteFile,
     expand_home_in_sqlite_url,
@@ -91,6 +91,7 @@ class Database:
         self._sessionmaker: sessionmaker[Session] | None = None
         self._lock = threading.Lock()
         self._idle_readers: list[sqlite3.Connection] = []
+        self._idle_writers: list[sqlite3.Connection] = []
         self._closed = False
 
     @property
@@ -163,6 +164,46 @@ class Database:
             self._give_back_reader(connection, commit=finished)
 
     @contextmanager
+    def writer(self) -> Iterator[SqlWriter]:
+        """A plain-SQL writer whose work is committed on normal exit, rolled back on an error.
+
+        A writable SQLite file without a fence is written with the stdlib driver, so a short
+        command that records (`fleet status`) never imports SQLAlchemy; everything else writes
+        through a session (read-only refusals, the leader's fence and errors as there).
+        Driver errors surface as DatabaseError naming the database.
+        """
+        if self.sqlite is None or self.read_only_file is not None or self.fence is not None:
+            with self.session() as session:
+                yield SessionWriter(session)
+            return
+        connection = self._take_writer()
+        writer = SqliteWriter(connection)
+        try:
+            yield writer
+            writer.commit()
+        except sqlite3.Error as exc:
+            connection.close()  # closing rolls the failed block's transaction back
+            raise DatabaseError(f"database error on {self.display_url}: {exc}") from exc
+        except BaseException:
+            connection.close()
+            raise
+        with self._lock:
+            if not self._closed:
+                self._idle_writers.append(connection)
+                return
+        connection.close()
+
+    def _take_writer(self) -> sqlite3.Connection:
+        assert self.sqlite is not None
+        with self._lock:
+            if self._idle_writers:
+                return self._idle_writers.pop()
+        try:
+            return self.sqlite.connect_writer()
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"cannot open database {self.display_url}: {exc}") from exc
+
+    @contextmanager
     def _engine_reader(self) -> Iterator[SqlReader]:
         from sqlalchemy.exc import DBAPIError
 
@@ -203,7 +244,8 @@ class Database:
         """Close every pooled connection (the engine's and the readers')."""
         with self._lock:
             self._closed = True
-            idle, self._idle_readers = self._idle_readers, []
+            idle = self._idle_readers + self._idle_writers
+            self._idle_readers, self._idle_writers = [], []
             engine = self._engine
         for connection in idle:
             connection.close()

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
-from db.models import Event, Host
+from db.sql import SqlWriter, writer_of
 from db.types import SEVERITIES, EventRow, Severity
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+INSERT_EVENT = (
+    "INSERT INTO events (ts, kind, severity, message, host_id, gpu_id, task_id, data_json) "
+    "VALUES (:ts, :kind, :severity, :message, :host_id, :gpu_id, :task_id, :data_json) "
+    "RETURNING id"
+)
 
 
 def add_event(
-    session: Session,
+    target: Session | SqlWriter,
     *,
     ts: int,
     kind: str,
@@ -25,19 +32,11 @@ def add_event(
     data: Mapping[str, object] | None = None,
 ) -> int:
     """Store one event (ts in epoch seconds; `data` must be JSON-serialisable); returns its id."""
-    event = Event(
-        ts=ts,
-        kind=kind,
-        severity=severity,
-        message=message,
-        host_id=host_id,
-        gpu_id=gpu_id,
-        task_id=task_id,
-        data_json=None if data is None else json.dumps(dict(data), sort_keys=True),
-    )
-    session.add(event)
-    session.flush()
-    return event.id
+    return writer_of(target).insert(INSERT_EVENT, {
+        "ts": ts, "kind": kind, "severity": severity, "message": message, "host_id": host_id,
+        "gpu_id": gpu_id, "task_id": task_id,
+        "data_json": None if data is None else json.dumps(dict(data), sort_keys=True),
+    })
 
 
 def list_events(
@@ -48,6 +47,10 @@ def list_events(
     limit: int | None = 100,
 ) -> list[EventRow]:
     """The newest `limit` events with ts >= since and at least `severity`, oldest first."""
+    from sqlalchemy import select
+
+    from db.models import Event, Host
+
     query = select(Event, Host.name).outerjoin(Host, Host.id == Event.host_id)
     if since is not None:
         query = query.where(Event.ts >= since)

@@ -3,65 +3,72 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, aliased
-
-from db.models import Gpu, GpuSample, Host
+from db.sql import SqlWriter, writer_of
 from db.types import GpuChange, GpuFacts, GpuReading, GpuState, GpuUpsert, LatestGpu
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from db.models import Gpu, GpuSample
+
 GPU_FACT_FIELDS = ("uuid", "name", "pci_bus_id", "memory_total_bytes")
+INSERT_GPU = (
+    f"INSERT INTO gpus (host_id, idx, state, drained, first_seen, last_seen, "
+    f"{', '.join(GPU_FACT_FIELDS)}) VALUES (:host_id, :idx, 'ok', FALSE, :now, :now, "
+    f"{', '.join(':' + name for name in GPU_FACT_FIELDS)}) RETURNING id"
+)
 
 
-def upsert_gpus(session: Session, host_id: int, gpus: Sequence[GpuFacts], now: int) -> GpuUpsert:
+def upsert_gpus(target: Session | SqlWriter, host_id: int, gpus: Sequence[GpuFacts],
+                now: int) -> GpuUpsert:
     """Insert or update the GPUs a probe listed on `host_id`, matched by index.
 
     A None fact (unreadable this time) keeps the stored value. Returns idx → gpu id for the
     listed GPUs, the changed facts (and "added" for new indices), and stored indices the probe
     did not list (their rows and state are left for the health rules to judge).
     """
-    stored = {gpu.idx: gpu for gpu in session.scalars(select(Gpu).where(Gpu.host_id == host_id))}
+    writer = writer_of(target)
+    stored = {row[0]: row for row in writer.rows(
+        f"SELECT idx, id, {', '.join(GPU_FACT_FIELDS)} FROM gpus WHERE host_id = :host_id",
+        {"host_id": host_id})}
     changes: list[GpuChange] = []
-    rows: dict[int, Gpu] = {}
+    ids: dict[int, int] = {}
     for facts in gpus:
         row = stored.get(facts.idx)
         if row is None:
-            row = Gpu(
-                host_id=host_id,
-                idx=facts.idx,
-                state="ok",
-                drained=False,
-                first_seen=now,
-                last_seen=now,
-            )
-            for name in GPU_FACT_FIELDS:
-                setattr(row, name, getattr(facts, name))
-            session.add(row)
+            ids[facts.idx] = writer.insert(INSERT_GPU, {
+                "host_id": host_id, "idx": facts.idx, "now": now,
+                **{name: getattr(facts, name) for name in GPU_FACT_FIELDS}})
             changes.append(GpuChange(facts.idx, "added", None, facts.uuid))
-        else:
-            for name in GPU_FACT_FIELDS:
-                new = getattr(facts, name)
-                old = getattr(row, name)
-                if new is not None and new != old:
-                    setattr(row, name, new)
-                    if old is not None:
-                        changes.append(GpuChange(facts.idx, name, old, new))
-            row.last_seen = now
-        rows[facts.idx] = row
-    session.flush()
+            continue
+        ids[facts.idx] = row[1]
+        changed: dict[str, object] = {}
+        for name, old in zip(GPU_FACT_FIELDS, row[2:], strict=True):
+            new = getattr(facts, name)
+            if new is not None and new != old:
+                changed[name] = new
+                if old is not None:
+                    changes.append(GpuChange(facts.idx, name, old, new))
+        assignments = ", ".join(f"{name} = :{name}" for name in (*changed, "last_seen"))
+        writer.execute(f"UPDATE gpus SET {assignments} WHERE id = :id",
+                       {**changed, "last_seen": now, "id": row[1]})
     listed = {facts.idx for facts in gpus}
     missing = tuple(sorted(idx for idx in stored if idx not in listed))
-    return GpuUpsert(
-        ids={idx: row.id for idx, row in rows.items()}, changes=tuple(changes), missing=missing
-    )
+    return GpuUpsert(ids=ids, changes=tuple(changes), missing=missing)
 
 
-def set_gpu_state(session: Session, gpu_id: int, state: GpuState) -> str:
+def set_gpu_state(target: Session | SqlWriter, gpu_id: int, state: GpuState) -> str:
     """Set a GPU's health state; returns the previous one. Raises LookupError for an unknown id."""
-    row = _gpu(session, gpu_id)
-    previous = row.state
-    row.state = state
-    return previous
+    writer = writer_of(target)
+    previous = writer.first("SELECT state FROM gpus WHERE id = :id", {"id": gpu_id})
+    if previous is None:
+        raise LookupError(f"no GPU with id {gpu_id}")
+    if previous[0] != state:
+        writer.execute("UPDATE gpus SET state = :state WHERE id = :id",
+                       {"state": state, "id": gpu_id})
+    return str(previous[0])
 
 
 def set_gpu_drained(session: Session, gpu_id: int, drained: bool, reason: str | None) -> None:
@@ -72,6 +79,8 @@ def set_gpu_drained(session: Session, gpu_id: int, drained: bool, reason: str | 
 
 
 def _gpu(session: Session, gpu_id: int) -> Gpu:
+    from db.models import Gpu
+
     row = session.get(Gpu, gpu_id)
     if row is None:
         raise LookupError(f"no GPU with id {gpu_id}")
@@ -80,6 +89,11 @@ def _gpu(session: Session, gpu_id: int) -> Gpu:
 
 def latest_gpus(session: Session, host_names: Sequence[str] | None = None) -> list[LatestGpu]:
     """Every GPU (of `host_names`, or of all hosts) with its newest sample, by host name and idx."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import aliased
+
+    from db.models import Gpu, GpuSample, Host
+
     newer = aliased(GpuSample)
     newest_sample_id = (
         select(newer.id)

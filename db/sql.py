@@ -1,11 +1,14 @@
-"""Plain-SQL reads that run the same text on either driver; importing it loads no SQLAlchemy.
+"""Plain SQL that runs the same text on either driver; importing it loads no SQLAlchemy.
 
-db's read queries are SQL text with named parameters (`:name`), written once in the subset
-SQLite and PostgreSQL both speak. A `SqlReader` runs one: `SqliteReader` on a stdlib sqlite3
+db's queries are SQL text with named parameters (`:name`), written once in the subset SQLite
+and PostgreSQL both speak. A `SqlReader` runs one: `SqliteReader` on a stdlib sqlite3
 connection (what a short command reading an SQLite file uses, so it never imports
 SQLAlchemy), `SessionReader` through a SQLAlchemy session or connection (PostgreSQL, and reads
 inside a write transaction, which see its pending changes). Both return rows as sequences
-indexed by column position.
+indexed by column position. A `SqlWriter` also writes: `SqliteWriter` in one stdlib
+transaction (what `fleet status` records through on an SQLite file), `SessionWriter` inside a
+SQLAlchemy session's transaction (PostgreSQL, and ORM code that writes in the same
+transaction).
 """
 
 from __future__ import annotations
@@ -72,6 +75,95 @@ class SessionReader(SqlReader):
 
     def rows(self, sql: str, parameters: Parameters | None = None) -> list[Row]:
         return list(self.executor.execute(_text(sql), parameters or {}).all())
+
+
+class SqlWriter(SqlReader):
+    """Runs reads and writes in one transaction, which the writer's owner commits.
+
+    `commit` ends the transaction early (the samples' one commit, as record_sample_rows does
+    through a session); later statements run in a new one.
+    """
+
+    @abstractmethod
+    def execute(self, sql: str, parameters: Parameters | None = None) -> int:
+        """Run one INSERT, UPDATE or DELETE; returns how many rows it touched."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Commit what was written so far."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Undo what was written since the last commit."""
+
+    def insert(self, sql: str, parameters: Parameters | None = None) -> int:
+        """Run one `INSERT ... RETURNING id` and return the new row's id."""
+        row = self.first(sql, parameters)
+        if row is None:
+            raise RuntimeError(f"no id returned by: {sql}")
+        return int(row[0])
+
+
+class SqliteWriter(SqliteReader, SqlWriter):
+    """Writes through a stdlib sqlite3 connection in autocommit mode (isolation_level=None):
+    the first statement after a commit opens `BEGIN IMMEDIATE`, so a read-then-write never
+    fails to upgrade its lock, and busy_timeout waits out another writer."""
+
+    def rows(self, sql: str, parameters: Parameters | None = None) -> list[Row]:
+        self._begin()
+        return super().rows(sql, parameters)
+
+    def execute(self, sql: str, parameters: Parameters | None = None) -> int:
+        self._begin()
+        return self.connection.execute(sql, parameters or {}).rowcount
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One executemany of `sql` (`?` placeholders, one per value of each row)."""
+        self._begin()
+        self.connection.executemany(sql, rows)
+
+    def commit(self) -> None:
+        if self.connection.in_transaction:
+            self.connection.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.connection.in_transaction:
+            self.connection.execute("ROLLBACK")
+
+    def _begin(self) -> None:
+        if not self.connection.in_transaction:
+            self.connection.execute("BEGIN IMMEDIATE")
+
+
+class SessionWriter(SessionReader, SqlWriter):
+    """Writes through a SQLAlchemy session (its transaction; the session's owner commits).
+
+    Statements see the session's pending ORM changes (it flushes first), but ORM objects the
+    session already holds do not see what a statement here changed: code that mixes the two
+    on one table reads the table again with SQL.
+    """
+
+    executor: Session
+
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
+
+    def execute(self, sql: str, parameters: Parameters | None = None) -> int:
+        result = self.executor.execute(_text(sql), parameters or {})
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    def commit(self) -> None:
+        self.executor.commit()
+
+    def rollback(self) -> None:
+        self.executor.rollback()
+
+
+def writer_of(target: Session | SqlWriter) -> SqlWriter:
+    """`target` as a SqlWriter: a session is wrapped in a SessionWriter."""
+    if isinstance(target, SqlWriter):
+        return target
+    return SessionWriter(target)
 
 
 @lru_cache(maxsize=512)

@@ -174,6 +174,21 @@ class SqliteFile:
         return connection
 
 
+    def connect_writer(self) -> sqlite3.Connection:
+        """A connection for writing, with the pragmas an engine connection gets
+        (apply_pragmas): autocommit mode, so its owner opens each transaction itself
+        (db.sql.SqliteWriter), and it may be handed between threads one at a time."""
+        if self.read_only_uri is not None:
+            raise sqlite3.OperationalError(f"{self.path} was opened for reading only")
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            apply_pragmas(connection, foreign_keys=True)
+        except sqlite3.Error:
+            connection.close()
+            raise
+        return connection
+
+
 def read_only_file(path: Path) -> SqliteFile:
     """`path` opened for reading only (`mode=ro`, never created).
 

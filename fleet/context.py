@@ -3,7 +3,8 @@
 Services take a `FleetContext` and never the `Fleet` facade, so no service reaches a sibling
 by `getattr` and each one's dependencies are visible in its constructor. Database work goes
 through `read`/`write` (off the event loop, one session, errors mapped at the one edge), and
-plain-SQL reads through `query` (a db.sql reader: on an SQLite file no SQLAlchemy is loaded).
+plain SQL through `query` and `write_sql` (a db.sql reader or writer: on an SQLite file no
+SQLAlchemy is loaded).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from db.engine import Database
-    from db.sql import SqlReader
+    from db.sql import SqlReader, SqlWriter
     from fleet.inventory import Inventory
     from fleet.ssh.options import SshOptions
     from fleet.ssh.pool import ConnectionPool
@@ -66,6 +67,11 @@ class FleetContext:
         with storage_errors(action, self.database.url), self.database.session() as session:
             return work(session)
 
+    def in_writer(self, action: str, work: Callable[[SqlWriter], T]) -> T:
+        """`work(writer)` in one committed transaction of plain SQL, errors as StorageError."""
+        with storage_errors(action, self.database.url), self.database.writer() as writer:
+            return work(writer)
+
     def in_reader(self, action: str, work: Callable[[SqlReader], T]) -> T:
         """`work(reader)` on one snapshot of the database, errors as StorageError."""
         with storage_errors(action, self.database.url), self.database.reader() as reader:
@@ -83,6 +89,10 @@ class FleetContext:
     async def write(self, action: str, work: Callable[[Session], T]) -> T:
         """`in_session` off the event loop, shielded so a cancelled caller still commits."""
         return await asyncio.shield(asyncio.to_thread(self.in_session, action, work))
+
+    async def write_sql(self, action: str, work: Callable[[SqlWriter], T]) -> T:
+        """`in_writer` off the event loop, shielded so a cancelled caller still commits."""
+        return await asyncio.shield(asyncio.to_thread(self.in_writer, action, work))
 
     async def query(self, action: str, work: Callable[[SqlReader], T]) -> T:
         """`in_reader` off the event loop."""

@@ -10,6 +10,7 @@ from db.events import add_event
 from db.gpus import set_gpu_state, upsert_gpus
 from db.hosts import sync_hosts, update_host_probe_facts
 from db.samples import record_samples
+from db.sql import SqlWriter, writer_of
 from db.types import GpuFacts, GpuSampleIn, HostFacts, HostProbeFacts, HostSampleIn, HostSource
 from fleet.discovery import ADOPTED_SPEC_SOURCE
 from fleet.fanout import HostStatus
@@ -38,40 +39,41 @@ def host_facts(spec: HostSpec, source: HostSource | None = None) -> HostFacts:
     )
 
 
-def record_statuses(session: Session, statuses: Sequence[HostStatus], now: float | None = None
-                    ) -> None:
+def record_statuses(target: Session | SqlWriter, statuses: Sequence[HostStatus],
+                    now: float | None = None) -> None:
     """Store one fan-out's outcome in one transaction (committed by record_samples).
 
     Each host's state and event follow fleet.health.host_state's rule, the monitor's too: one
     probe decides (a failed `fleet status` has waited its whole timeout).
     """
+    writer = writer_of(target)
     moment = int(now if now is not None else time.time())
-    host_ids = sync_hosts(session, [host_facts(s.spec) for s in statuses], moment)
+    host_ids = sync_hosts(writer, [host_facts(s.spec) for s in statuses], moment)
     host_samples: list[HostSampleIn] = []
     gpu_samples: list[GpuSampleIn] = []
     for status in statuses:
         host_id = host_ids[status.spec.name]
-        record_host_outcome(session, host_id, status.spec.name, status.state, status.reason,
+        record_host_outcome(writer, host_id, status.spec.name, status.state, status.reason,
                             now=moment)
         if status.report is not None:
-            host_sample, samples = _record_report(session, host_id, status.spec.name,
+            host_sample, samples = _record_report(writer, host_id, status.spec.name,
                                                   status.report, moment)
             host_samples.append(host_sample)
             gpu_samples.extend(samples)
-    record_samples(session, host_samples, gpu_samples)
+    record_samples(writer, host_samples, gpu_samples)
 
 
-def _record_report(session: Session, host_id: int, host_name: str, report: ProbeReport,
+def _record_report(writer: SqlWriter, host_id: int, host_name: str, report: ProbeReport,
                    now: int) -> tuple[HostSampleIn, list[GpuSampleIn]]:
-    gpu_ids = record_report_facts(session, host_id, host_name, report, now)
+    gpu_ids = record_report_facts(writer, host_id, host_name, report, now)
     ts_ms = int(report.timestamp * 1000)
     samples = []
     for gpu in report.gpus:
         gpu_id = gpu_ids[gpu.index]
         if gpu.lost:
-            previous = set_gpu_state(session, gpu_id, "lost")
+            previous = set_gpu_state(writer, gpu_id, "lost")
             if previous != "lost":
-                add_event(session, ts=now, kind="gpu_lost", severity="error", host_id=host_id,
+                add_event(writer, ts=now, kind="gpu_lost", severity="error", host_id=host_id,
                           gpu_id=gpu_id, message=f"{host_name} GPU {gpu.index} lost: "
                           f"{gpu.error or 'NVML reports the GPU is lost'}")
         samples.append(gpu_sample(gpu_id, ts_ms, gpu))
@@ -103,24 +105,25 @@ def facts_key(report: ProbeReport) -> tuple[object, ...]:
               for gpu in report.gpus])
 
 
-def record_report_facts(session: Session, host_id: int, host_name: str, report: ProbeReport,
-                        now: int, *, events: bool = True) -> dict[int, int]:
+def record_report_facts(target: Session | SqlWriter, host_id: int, host_name: str,
+                        report: ProbeReport, now: int, *, events: bool = True) -> dict[int, int]:
     """Upsert a report's host and GPU facts; returns idx → gpu id.
 
     With `events`, each changed fact also becomes an event row (the monitor passes False: its
     health rules report fact changes themselves).
     """
-    changed = update_host_probe_facts(session, host_id, host_probe_facts(report), now)
+    writer = writer_of(target)
+    changed = update_host_probe_facts(writer, host_id, host_probe_facts(report), now)
     for field_name in ("gpu_count", "driver_version") if events else ():
         if field_name in changed and changed[field_name][0] is not None:
             old, new = changed[field_name]
-            add_event(session, ts=now, kind=f"{field_name}_changed", severity="warning",
+            add_event(writer, ts=now, kind=f"{field_name}_changed", severity="warning",
                       host_id=host_id, message=f"{host_name}: {field_name} {old} -> {new}",
                       data={"from": old, "to": new})
-    upsert = upsert_gpus(session, host_id, list(gpu_facts(report)), now)
+    upsert = upsert_gpus(writer, host_id, list(gpu_facts(report)), now)
     for change in upsert.changes if events else ():
         if change.field != "added":
-            add_event(session, ts=now, kind="gpu_changed", severity="warning", host_id=host_id,
+            add_event(writer, ts=now, kind="gpu_changed", severity="warning", host_id=host_id,
                       gpu_id=upsert.ids.get(change.idx),
                       message=f"{host_name} GPU {change.idx}: {change.field} "
                       f"{change.old} -> {change.new}",

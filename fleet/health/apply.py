@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING, cast
 
 from db.events import add_event
 from db.gpus import set_gpu_state
 from db.hosts import host_state, update_host_state
-from db.models import Gpu, Host
+from db.sql import SqlWriter, writer_of
 from db.types import GpuState
 from fleet.health.changes import HealthChange
 from fleet.health.host_state import FAILED_STATES, host_transition, state_reason
 from fleet.health.rules import GpuSeed, HostSeed
 from fleet.model import HostOutcome, HostState
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class RecordedOutcome:
 
 
 def record_host_outcome(
-    session: Session,
+    target: Session | SqlWriter,
     host_id: int,
     host: str,
     outcome: HostOutcome,
@@ -49,25 +49,27 @@ def record_host_outcome(
     down_after: int = 1,
     now: float,
 ) -> RecordedOutcome:
-    """Apply fleet.health.host_state's rule to the host's stored state (inside `session`).
+    """Apply fleet.health.host_state's rule to the host's stored state (in `target`'s
+    transaction).
 
     Writes the state when it changes or stays failed (reason and last_probe_at refreshed), and
     the event when there is one; a pending failure writes nothing. The defaults are those of
     `fleet status`; the monitor passes its consecutive failure count and host_down_after.
     Raises LookupError for an unknown host id.
     """
-    stored = host_state(session, host_id)
+    writer = writer_of(target)
+    stored = host_state(writer, host_id)
     transition = host_transition(host, stored, outcome, reason, failures=failures,
                                  down_after=down_after, now=now)
     if transition.pending:
         return RecordedOutcome(transition.state, None)
     ts = int(now)
     if transition.state != stored or transition.state in FAILED_STATES:
-        update_host_state(session, host_id, transition.state, state_reason(outcome, reason), ts)
+        update_host_state(writer, host_id, transition.state, state_reason(outcome, reason), ts)
     change = transition.event
     if change is None:
         return RecordedOutcome(transition.state, None)
-    event_id = add_event(session, ts=ts, kind=change.kind, severity=change.severity,
+    event_id = add_event(writer, ts=ts, kind=change.kind, severity=change.severity,
                          message=change.message, host_id=host_id,
                          data=json.loads(json.dumps(dict(change.data), default=str)))
     return RecordedOutcome(transition.state,
@@ -85,6 +87,10 @@ def apply_health_changes(session: Session, changes: Sequence[HealthChange],
     """
     if not changes:
         return []
+    from sqlalchemy import select
+
+    from db.models import Gpu, Host
+
     if any(change.sets_host_state for change in changes):
         raise ValueError("host states are written by record_host_outcome, not as changes")
     names = sorted({change.host for change in changes})
@@ -118,6 +124,10 @@ def apply_health_changes(session: Session, changes: Sequence[HealthChange],
 
 def load_health_seeds(session: Session) -> list[HostSeed]:
     """Every stored host's state, GPU count, driver and GPUs, to seed a HealthTracker."""
+    from sqlalchemy import select
+
+    from db.models import Gpu, Host
+
     gpus_by_host: dict[int, list[GpuSeed]] = {}
     for gpu in session.scalars(select(Gpu).order_by(Gpu.host_id, Gpu.idx)):
         gpus_by_host.setdefault(gpu.host_id, []).append(

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 from fleet.fanout import DEFAULT_FANOUT, HostStatus, ProgressCallback, probe_hosts
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from db.sql import SqlReader
     from db.types import GpuHistoryPoint, HostRow, LatestGpu
     from fleet.context import FleetContext
@@ -57,10 +55,8 @@ class HostService:
         """Store one-shot probe results: host states, facts, samples and their events."""
         from fleet.recorder import record_statuses
 
-        def work(session: Session) -> None:
-            record_statuses(session, statuses)
-
-        await self.context.write("record samples", work)
+        await self.context.write_sql("record samples",
+                                     lambda writer: record_statuses(writer, statuses))
 
     async def registered_hosts(self) -> list[HostRow]:
         """Every host the database knows, with its last state and facts."""

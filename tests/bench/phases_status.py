@@ -34,14 +34,8 @@ async def _run(inventory: Path) -> int:
 
         statuses = await probe_hosts(specs, service.ssh_options, timeout=30, fanout=128)
         mark("probe every host (asyncssh import, connect, probe)")
-        from fleet.recorder import record_statuses
-
-        def record() -> None:
-            with service.database.session() as session:
-                record_statuses(session, statuses)
-
-        await asyncio.to_thread(record)
-        mark("record to SQLite (sqlalchemy import, engine, ORM)")
+        await service.host_service.record(statuses)
+        mark("record to SQLite (plain SQL through the stdlib driver)")
     return sum(1 for status in statuses if status.is_up)
 
 
