@@ -173,7 +173,6 @@ class SqliteFile:
             raise
         return connection
 
-
     def connect_writer(self) -> sqlite3.Connection:
         """A connection for writing, with the pragmas an engine connection gets
         (apply_pragmas): autocommit mode, so its owner opens each transaction itself
