@@ -129,6 +129,12 @@ def test_immutable_file_is_read_without_migrating_and_refuses_writes(tmp_path: P
             ):
                 sync_hosts(session, [HostFacts("gpu02", "10.0.0.2")], now=2000)
             assert str(path) in str(caught.value)
+            # The plain-SQL writer `fleet status` records through is refused the same way.
+            with (
+                pytest.raises(ReadOnlyDatabase, match="read-only"),
+                database.writer() as writer,
+            ):
+                sync_hosts(writer, [HostFacts("gpu02", "10.0.0.2")], now=2000)
         finally:
             database.close()
     assert _digest(path) == before
