@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from db.sql import SqlWriter, writer_of
+from db.sql import RETURNING_ID, SqlWriter, writer_of
 from db.types import SEVERITIES, EventRow, Severity
 
 if TYPE_CHECKING:
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 INSERT_EVENT = (
     "INSERT INTO events (ts, kind, severity, message, host_id, gpu_id, task_id, data_json) "
-    "VALUES (:ts, :kind, :severity, :message, :host_id, :gpu_id, :task_id, :data_json) "
-    "RETURNING id"
+    "VALUES (:ts, :kind, :severity, :message, :host_id, :gpu_id, :task_id, :data_json)"
+    + RETURNING_ID
 )
 
 

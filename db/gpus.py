@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from db.sql import SqlWriter, writer_of
+from db.sql import RETURNING_ID, SqlWriter, writer_of
 from db.types import GpuChange, GpuFacts, GpuReading, GpuState, GpuUpsert, LatestGpu
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ GPU_FACT_FIELDS = ("uuid", "name", "pci_bus_id", "memory_total_bytes")
 INSERT_GPU = (
     f"INSERT INTO gpus (host_id, idx, state, drained, first_seen, last_seen, "
     f"{', '.join(GPU_FACT_FIELDS)}) VALUES (:host_id, :idx, 'ok', FALSE, :now, :now, "
-    f"{', '.join(':' + name for name in GPU_FACT_FIELDS)}) RETURNING id"
+    f"{', '.join(':' + name for name in GPU_FACT_FIELDS)})" + RETURNING_ID
 )
 
 

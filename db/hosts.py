@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from db.sql import SqlWriter, writer_of
+from db.sql import RETURNING_ID, SqlWriter, writer_of
 from db.types import HostFacts, HostProbeFacts, HostState
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ _QUOTED = {name: '"' + name + '"' for name in HOST_FACT_COLUMNS}
 INSERT_HOST = (
     f"INSERT INTO hosts ({', '.join(_QUOTED.values())}, state, drained, first_seen, last_seen) "
     f"VALUES ({', '.join(':' + name for name in HOST_FACT_COLUMNS)}, 'unknown', FALSE, :now, "
-    ":now) RETURNING id"
+    ":now)" + RETURNING_ID
 )
 UPDATE_HOST_FACTS = (
     f"UPDATE hosts SET {', '.join(f'{quoted} = :{name}' for name, quoted in _QUOTED.items())}, "

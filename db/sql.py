@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 Row = Sequence[Any]
 Parameters = Mapping[str, Any]
+# How every INSERT that SqlWriter.insert runs ends: PostgreSQL returns the id, the stdlib SQLite
+# writer drops the clause and reads the cursor's lastrowid (no SQLite 3.35 needed).
+RETURNING_ID = " RETURNING id"
 # Values bound per statement in an IN list: far under SQLite's variable limit (32766), and
 # few enough distinct list lengths that each driver's statement cache keeps them all.
 IN_LIST_CHUNK = 500
@@ -97,7 +100,9 @@ class SqlWriter(SqlReader):
         """Undo what was written since the last commit."""
 
     def insert(self, sql: str, parameters: Parameters | None = None) -> int:
-        """Run one `INSERT ... RETURNING id` and return the new row's id."""
+        """Run one INSERT that ends with RETURNING_ID and return the new row's id."""
+        if not sql.endswith(RETURNING_ID):
+            raise ValueError(f"an insert must end with{RETURNING_ID}: {sql}")
         row = self.first(sql, parameters)
         if row is None:
             raise RuntimeError(f"no id returned by: {sql}")
@@ -116,6 +121,15 @@ class SqliteWriter(SqliteReader, SqlWriter):
     def execute(self, sql: str, parameters: Parameters | None = None) -> int:
         self._begin()
         return self.connection.execute(sql, parameters or {}).rowcount
+
+    def insert(self, sql: str, parameters: Parameters | None = None) -> int:
+        if not sql.endswith(RETURNING_ID):
+            raise ValueError(f"an insert must end with{RETURNING_ID}: {sql}")
+        self._begin()
+        cursor = self.connection.execute(sql.removesuffix(RETURNING_ID), parameters or {})
+        if cursor.lastrowid is None:
+            raise RuntimeError(f"no id for: {sql}")
+        return cursor.lastrowid
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One executemany of `sql` (`?` placeholders, one per value of each row)."""

@@ -165,3 +165,24 @@ def test_the_stdlib_samples_path_bounds_the_columns_the_models_bound() -> None:
 def test_every_writer_is_a_reader_that_commits() -> None:
     for kind in (SqliteWriter, SessionWriter):
         assert issubclass(kind, SqlWriter)
+
+
+def test_the_stdlib_writer_needs_no_returning_clause(tmp_path: Path) -> None:
+    """Inserts read the cursor's lastrowid, so an SQLite older than 3.35 (no RETURNING) records
+    too; what runs is traced."""
+    database = open_database(str(tmp_path / "fleet.db"))
+    statements: list[str] = []
+    try:
+        with database.writer() as writer:
+            assert isinstance(writer, SqliteWriter)
+            writer.connection.set_trace_callback(statements.append)
+            for moment, statuses in enumerate(_rounds()):
+                record_statuses(writer, statuses, now=T0 + 10 * moment)
+            writer.connection.set_trace_callback(None)
+            with pytest.raises(ValueError, match="must end with RETURNING id"):
+                writer.insert("INSERT INTO events (ts) VALUES (1)")
+    finally:
+        database.close()
+    inserts = [sql for sql in statements if sql.startswith("INSERT INTO hosts")]
+    assert len(inserts) == 3  # alpha, beta, gamma
+    assert not [sql for sql in statements if "RETURNING" in sql]
