@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 from db.events import add_event
 from db.gpus import set_gpu_state
 from db.hosts import host_state, update_host_state
-from db.sql import SqlWriter, writer_of
+from db.sql import SqlWriter, chunks, in_list, writer_of
 from db.types import GpuState
 from fleet.health.changes import HealthChange
 from fleet.health.host_state import FAILED_STATES, host_transition, state_reason
@@ -76,9 +76,10 @@ def record_host_outcome(
                            AppliedChange(change, event_id, change.to_event(now, event_id)))
 
 
-def apply_health_changes(session: Session, changes: Sequence[HealthChange],
+def apply_health_changes(target: Session | SqlWriter, changes: Sequence[HealthChange],
                          now: float) -> list[AppliedChange]:
-    """Write each change's GPU state and one event row, inside `session` (not committed).
+    """Write each change's GPU state and one event row, in `target`'s transaction (not
+    committed).
 
     GPU rows are looked up by host name and GPU index; a change naming a host or GPU the
     database does not know is still recorded as an event (without ids), with
@@ -87,20 +88,19 @@ def apply_health_changes(session: Session, changes: Sequence[HealthChange],
     """
     if not changes:
         return []
-    from sqlalchemy import select
-
-    from db.models import Gpu, Host
-
     if any(change.sets_host_state for change in changes):
         raise ValueError("host states are written by record_host_outcome, not as changes")
-    names = sorted({change.host for change in changes})
-    host_ids = dict(session.execute(select(Host.name, Host.id).where(Host.name.in_(names))).all())
-    gpu_ids = {
-        (host_id, idx): gpu_id
-        for gpu_id, host_id, idx in session.execute(
-            select(Gpu.id, Gpu.host_id, Gpu.idx).where(Gpu.host_id.in_(list(host_ids.values())))
-        )
-    }
+    writer = writer_of(target)
+    host_ids: dict[str, int] = {}
+    for names in chunks(sorted({change.host for change in changes})):
+        placeholders, params = in_list("name", names)
+        host_ids.update((name, host_id) for name, host_id in writer.rows(
+            f"SELECT name, id FROM hosts WHERE name IN ({placeholders})", params))
+    gpu_ids: dict[tuple[int, int], int] = {}
+    for ids in chunks(sorted(host_ids.values())):
+        placeholders, params = in_list("host_id", ids)
+        gpu_ids.update(((host_id, idx), gpu_id) for gpu_id, host_id, idx in writer.rows(
+            f"SELECT id, host_id, idx FROM gpus WHERE host_id IN ({placeholders})", params))
     ts = int(now)
     applied: list[AppliedChange] = []
     for change in changes:
@@ -113,9 +113,9 @@ def apply_health_changes(session: Session, changes: Sequence[HealthChange],
         if change.new_state is not None and target_missing:
             data["unrecorded_state"] = True
         elif change.sets_gpu_state and gpu_id is not None:
-            set_gpu_state(session, gpu_id, cast(GpuState, change.new_state))
+            set_gpu_state(writer, gpu_id, cast(GpuState, change.new_state))
         safe_data = json.loads(json.dumps(data, default=str))
-        event_id = add_event(session, ts=ts, kind=change.kind, severity=change.severity,
+        event_id = add_event(writer, ts=ts, kind=change.kind, severity=change.severity,
                              message=change.message, host_id=host_id, gpu_id=gpu_id,
                              data=safe_data)
         applied.append(AppliedChange(change, event_id, change.to_event(now, event_id)))

@@ -2,7 +2,9 @@
 
 Host and GPU facts are upserted only when they differ from the last ones written (a cache per
 host), so a steady fleet costs two executemany inserts, one UPDATE of last_seen, one SELECT of
-the hosts' stored states and two of the drain flags per flush, all Core statements. Host
+the hosts' stored states and two of the drain flags per flush, all plain SQL
+(fleet.monitor.flush_queries) in one Database.writer transaction: the stdlib driver on an
+SQLite file, a session elsewhere. Host
 outcomes are decided against those stored states (fleet.health.apply.record_host_outcome), so a
 `fleet status` run in between is taken into account.
 """
@@ -19,14 +21,13 @@ from fleet.errors import FleetError, StorageError
 from fleet.health.rules import HealthChange, HostSeed
 from fleet.model import HostSpec, HostState, ProbeReport
 from fleet.monitor.batch import Batch, EventIn, HostOutcomeIn
-from fleet.monitor.flush_queries import Drains, flush_statements, now_s, read_drains
+from fleet.monitor.flush_queries import Drains, host_states, now_s, read_drains, touch_hosts
 from fleet.monitor.thread_work import finish_in_thread
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from db.engine import Database
+    from db.sql import SqlWriter
     from fleet.recorder import GpuSampleRow, HostSampleRow
 
 log = logging.getLogger("fleet.monitor.writer")
@@ -206,8 +207,8 @@ class SampleWriter:
             return work(*args)
 
     def _read_drains_only(self) -> Drains:
-        with self.database.session() as session:
-            return read_drains(session)
+        with self.database.reader() as reader:
+            return read_drains(reader)
 
     def _write(self, batch: Batch) -> int:
         """The flush's transaction (runs in a worker thread)."""
@@ -215,18 +216,18 @@ class SampleWriter:
 
         learned = _Facts()
         reported, now = {host for host, _ in batch.reports}, now_s()
-        with self.database.session() as session:
-            states = self._touch_hosts(session, reported, now)
-            applied, stored, ruled = self._write_outcomes(session, batch.outcomes, states)
-            host_samples, gpu_samples = self._samples(session, batch.reports, learned)
-            applied += self._write_health(session, batch.health)
-            self._write_events(session, batch.events, learned)
+        with self.database.writer() as writer:
+            states = self._touch_hosts(writer, reported, now)
+            applied, stored, ruled = self._write_outcomes(writer, batch.outcomes, states)
+            host_samples, gpu_samples = self._samples(writer, batch.reports, learned)
+            applied += self._write_health(writer, batch.health)
+            self._write_events(writer, batch.events, learned)
             # The host rule and new facts wrote last_seen as of the reading: the flush's own
             # time stays the last word for every host that reported (rare: a steady flush
             # writes neither).
-            self._retouch(session, reported & (ruled | learned.facts.keys()), now)
-            self.drains = read_drains(session)  # before record_sample_rows' commit: one commit
-            record_sample_rows(session, host_samples, gpu_samples)
+            touch_hosts(writer, self._ids_of(reported & (ruled | learned.facts.keys())), now)
+            self.drains = read_drains(writer)  # before record_sample_rows' commit: one commit
+            record_sample_rows(writer, host_samples, gpu_samples)
         # Committed: only now may later flushes rely on what this one wrote (a rolled-back
         # transaction's GPU rows do not exist, and its ids may go to other rows).
         self._facts.facts.update(learned.facts)
@@ -241,7 +242,7 @@ class SampleWriter:
         return len(gpu_samples)
 
     def _write_outcomes(
-        self, session: Session, outcomes: list[HostOutcomeIn], states: dict[int, str]
+        self, writer: SqlWriter, outcomes: list[HostOutcomeIn], states: dict[int, str]
     ) -> tuple[list[dict[str, object]], dict[str, HostState], set[str]]:
         """Each outcome through the host rule, in order; returns hook payloads, final states
         and the hosts the rule wrote.
@@ -255,8 +256,7 @@ class SampleWriter:
         unread = sorted({self._host_ids[o.host] for o in outcomes
                          if o.host in self._host_ids} - states.keys())
         if unread:
-            states.update(session.execute(flush_statements().host_states,
-                                          {"ids": unread}).all())
+            states.update(host_states(writer, unread))
         events: list[dict[str, object]] = []
         stored: dict[str, HostState] = {}
         ruled: set[str] = set()
@@ -268,7 +268,7 @@ class SampleWriter:
                 stored[outcome.host] = "up"
                 continue
             recorded = record_host_outcome(
-                session, host_id, outcome.host, outcome.outcome, outcome.reason,
+                writer, host_id, outcome.host, outcome.outcome, outcome.reason,
                 failures=outcome.failures, down_after=self.host_down_after, now=outcome.ts,
             )
             states[host_id] = recorded.state
@@ -279,7 +279,7 @@ class SampleWriter:
         return events, stored, ruled
 
     def _samples(
-        self, session: Session, reports: list[tuple[str, ProbeReport]], learned: _Facts
+        self, writer: SqlWriter, reports: list[tuple[str, ProbeReport]], learned: _Facts
     ) -> tuple[list[HostSampleRow], list[GpuSampleRow]]:
         from fleet.recorder import facts_key, gpu_sample_row, host_sample_row, record_report_facts
 
@@ -295,7 +295,7 @@ class SampleWriter:
             known, ids = cache.facts.get(host), cache.gpu_ids.get(host)
             if ids is None or known != facts:
                 ids = record_report_facts(
-                    session, host_id, host, report, int(report.timestamp), events=False
+                    writer, host_id, host, report, int(report.timestamp), events=False
                 )
                 learned.facts[host], learned.gpu_ids[host] = facts, ids
                 learned.writes += 1
@@ -308,18 +308,18 @@ class SampleWriter:
         return host_samples, gpu_samples
 
     def _write_health(
-        self, session: Session, changes: list[tuple[HealthChange, float]]
+        self, writer: SqlWriter, changes: list[tuple[HealthChange, float]]
     ) -> list[dict[str, object]]:
         from fleet.health.apply import apply_health_changes
 
         events: list[dict[str, object]] = []
         for change, now in changes:
             events.extend(
-                applied.event for applied in apply_health_changes(session, [change], now)
+                applied.event for applied in apply_health_changes(writer, [change], now)
             )
         return events
 
-    def _write_events(self, session: Session, events: list[EventIn], learned: _Facts) -> None:
+    def _write_events(self, writer: SqlWriter, events: list[EventIn], learned: _Facts) -> None:
         from db.events import add_event
 
         for event in events:
@@ -329,28 +329,18 @@ class SampleWriter:
                 ids = learned.gpu_ids.get(event.host) or self._facts.gpu_ids.get(event.host, {})
                 gpu_id = ids.get(event.gpu_index)
             add_event(
-                session, ts=int(event.ts), kind=event.kind, severity=event.severity,
+                writer, ts=int(event.ts), kind=event.kind, severity=event.severity,
                 message=event.message, host_id=host_id, gpu_id=gpu_id, data=event.data,
             )
 
-    def _touch_hosts(self, session: Session, hosts: set[str], now: int) -> dict[int, str]:
+    def _touch_hosts(self, writer: SqlWriter, hosts: set[str], now: int) -> dict[int, str]:
         """last_seen / last_probe_at of every host that reported, in one UPDATE; returns their
-        stored states by id (read by that UPDATE where the dialect can, else one SELECT)."""
+        stored states by id (one SELECT)."""
         ids = self._ids_of(hosts)
         if not ids:
             return {}
-        statements, params = flush_statements(), {"ids": ids, "now": now}
-        if session.get_bind().dialect.update_returning:
-            return dict(session.execute(statements.touch_hosts_returning, params).all())
-        session.execute(statements.touch_hosts, params)
-        return dict(session.execute(statements.host_states, {"ids": ids}).all())
-
-    def _retouch(self, session: Session, hosts: set[str], now: int) -> None:
-        """The touch again for `hosts`, after the ORM's pending writes to their rows."""
-        ids = self._ids_of(hosts)
-        if ids:
-            session.flush()
-            session.execute(flush_statements().touch_hosts, {"ids": ids, "now": now})
+        touch_hosts(writer, ids, now)
+        return host_states(writer, ids)
 
     def _ids_of(self, hosts: set[str]) -> list[int]:
         return sorted(self._host_ids[host] for host in hosts if host in self._host_ids)

@@ -29,13 +29,10 @@ def _stored(database: Database) -> tuple[str, int | None, int | None]:
         return host.state, host.last_seen, host.last_probe_at
 
 
-@pytest.mark.parametrize("returning", [True, False], ids=["update-returning", "update-select"])
 async def test_a_host_coming_up_with_new_facts_is_last_seen_at_the_flush(
-    database: Database, monkeypatch: pytest.MonkeyPatch, returning: bool
+    database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer_module, "now_s", lambda: FLUSHED_AT)
-    if not returning:
-        monkeypatch.setattr(database.engine.dialect, "update_returning", False)
     writer = SampleWriter(database, flush_rows=100)
     await writer.register_hosts([SPEC])
     for outcome in ("unreachable", "unreachable", "unreachable"):
