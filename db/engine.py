@@ -168,8 +168,9 @@ class Database:
         """A plain-SQL writer whose work is committed on normal exit, rolled back on an error.
 
         A writable SQLite file without a fence is written with the stdlib driver, so a short
-        command that records (`fleet status`) never imports SQLAlchemy; everything else writes
-        through a session (read-only refusals, the leader's fence and errors as there).
+        command that records (`fleet status`) never imports SQLAlchemy and the monitor's flush
+        skips it; any other database writes through a session (read-only refusals, the
+        leader's fence and errors as there).
         Driver errors surface as DatabaseError naming the database.
         """
         if self.sqlite is None or self.read_only_file is not None or self.fence is not None:
