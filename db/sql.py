@@ -6,9 +6,9 @@ connection (what a short command reading an SQLite file uses, so it never import
 SQLAlchemy), `SessionReader` through a SQLAlchemy session or connection (PostgreSQL, and reads
 inside a write transaction, which see its pending changes). Both return rows as sequences
 indexed by column position. A `SqlWriter` also writes: `SqliteWriter` in one stdlib
-transaction (what `fleet status` records through on an SQLite file), `SessionWriter` inside a
-SQLAlchemy session's transaction (PostgreSQL, and ORM code that writes in the same
-transaction).
+transaction (what `fleet status` and the monitor's flush write through on an SQLite file),
+`SessionWriter` inside a SQLAlchemy session's transaction (PostgreSQL, and ORM code that
+writes in the same transaction).
 """
 
 from __future__ import annotations

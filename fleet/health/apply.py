@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from db.events import add_event
-from db.gpus import set_gpu_state
-from db.hosts import host_state, update_host_state
-from db.sql import SqlWriter, chunks, in_list, writer_of
+from db.gpus import gpu_ids_of_hosts, set_gpu_state
+from db.hosts import host_ids_named, host_state, update_host_state
+from db.sql import SqlWriter, writer_of
 from db.types import GpuState
 from fleet.health.changes import HealthChange
 from fleet.health.host_state import FAILED_STATES, host_transition, state_reason
@@ -91,16 +91,8 @@ def apply_health_changes(target: Session | SqlWriter, changes: Sequence[HealthCh
     if any(change.sets_host_state for change in changes):
         raise ValueError("host states are written by record_host_outcome, not as changes")
     writer = writer_of(target)
-    host_ids: dict[str, int] = {}
-    for names in chunks(sorted({change.host for change in changes})):
-        placeholders, params = in_list("name", names)
-        host_ids.update((name, host_id) for name, host_id in writer.rows(
-            f"SELECT name, id FROM hosts WHERE name IN ({placeholders})", params))
-    gpu_ids: dict[tuple[int, int], int] = {}
-    for ids in chunks(sorted(host_ids.values())):
-        placeholders, params = in_list("host_id", ids)
-        gpu_ids.update(((host_id, idx), gpu_id) for gpu_id, host_id, idx in writer.rows(
-            f"SELECT id, host_id, idx FROM gpus WHERE host_id IN ({placeholders})", params))
+    host_ids = host_ids_named(writer, sorted({change.host for change in changes}))
+    gpu_ids = gpu_ids_of_hosts(writer, sorted(host_ids.values()))
     ts = int(now)
     applied: list[AppliedChange] = []
     for change in changes:

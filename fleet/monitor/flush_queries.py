@@ -31,16 +31,6 @@ def touch_hosts(writer: SqlWriter, ids: Sequence[int], now: int) -> None:
                        f"WHERE id IN ({placeholders})", {**params, "now": now})
 
 
-def host_states(reader: SqlReader, ids: Sequence[int]) -> dict[int, str]:
-    """The stored state of each host of `ids`, by id."""
-    states: dict[int, str] = {}
-    for chunk in chunks(ids):
-        placeholders, params = in_list("id", chunk)
-        states.update((host_id, state) for host_id, state in reader.rows(
-            f"SELECT id, state FROM hosts WHERE id IN ({placeholders})", params))
-    return states
-
-
 def read_drains(reader: SqlReader) -> Drains:
     """The stored drain flags (two small selects: they run every flush)."""
     hosts: dict[str, str | None] = {name: reason for name, reason in reader.rows(

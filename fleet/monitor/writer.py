@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from db.hosts import host_states
 from fleet.errors import FleetError, StorageError
 from fleet.health.rules import HealthChange, HostSeed
 from fleet.model import HostSpec, HostState, ProbeReport
 from fleet.monitor.batch import Batch, EventIn, HostOutcomeIn
-from fleet.monitor.flush_queries import Drains, host_states, now_s, read_drains, touch_hosts
+from fleet.monitor.flush_queries import Drains, now_s, read_drains, touch_hosts
 from fleet.monitor.thread_work import finish_in_thread
 from fleet.storage import storage_errors
 
