@@ -4,6 +4,7 @@ HWSD-article records, hostile records, goodbye and silent departures."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tests.discovery.conftest import (
     start_announce,
 )
 from tests.discovery.test_txt import wire
+from tests.fixtures.cli import CliResult
 from tests.fixtures.simgpu import SimHostFactory
 
 BROWSE = ["--interface", LOOPBACK, "--timeout", "2s"]
@@ -95,12 +97,11 @@ HOSTILE_TXT = wire(b"gpus=-1", b"gpus=9999999", b"nokey", b"gpu_model=\xff\xfe\x
                    b"session=\x1b[2Jx", b"junk=" + b"z" * 250)
 
 
-@pytest.mark.slow
-async def test_hostile_announcements_are_listed_safely_or_skipped(
+async def _browse_while_sending_hostile(
     fleet_cli: FleetCli, loopback_registry: LoopbackRegistry, token: str,
-) -> None:
-    await loopback_registry.register("_fleet._tcp", f"hostile-{token}", port=2202,
-                                     properties=HOSTILE_TXT)
+) -> tuple[CliResult, CliResult]:
+    """`fleet discover` and `fleet --json discover` at once, while unusable records arrive
+    unsolicited (an escape-laden name, port 0)."""
     run = asyncio.create_task(fleet_cli.run("discover", *BROWSE))
     evil_json = asyncio.create_task(fleet_cli.run("--json", "discover", *BROWSE))
     for _ in range(80):  # unsolicited responses for as long as the browses listen
@@ -111,7 +112,23 @@ async def test_hostile_announcements_are_listed_safely_or_skipped(
                                    txt=b"\x06gpus=1", server=f"evil\x1b-{token}.local.")
         loopback_registry.send_raw("_fleet._tcp", f"portzero-{token}", port=0,
                                    txt=b"\x06gpus=1", server=f"pz-{token}.local.")
-    text, as_json = await run, await evil_json
+    return await run, await evil_json
+
+
+@pytest.mark.slow
+async def test_hostile_announcements_are_listed_safely_or_skipped(
+    fleet_cli: FleetCli, loopback_registry: LoopbackRegistry, token: str,
+) -> None:
+    await loopback_registry.register("_fleet._tcp", f"hostile-{token}", port=2202,
+                                     properties=HOSTILE_TXT)
+    # One 2 s browse can miss a fresh announcement on a busy machine: browse again (bounded)
+    # until both listings name it, as discover_until_listed does.
+    deadline = time.monotonic() + 30.0
+    while True:
+        text, as_json = await _browse_while_sending_hostile(fleet_cli, loopback_registry, token)
+        listed = f"hostile-{token}"
+        if (listed in text.stdout and listed in as_json.stdout) or time.monotonic() > deadline:
+            break
     assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
     for output in (text.stdout, text.stderr, as_json.stdout, as_json.stderr):
         assert "\x1b" not in output and "\x07" not in output
