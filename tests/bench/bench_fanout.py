@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,14 @@ def fresh_fanout(results: Results, host_set: HostSet, runs: int, ansible_runs: i
         speedup = 1 / ansible_ratio
         parts.append(f"{speedup:.1f}× faster than Ansible "
                      f"({'meets' if speedup >= 4 else 'misses'} ≥4×)")
+    floor_wall = peers[0].median
+    host_cpu = results.host_probe_cpu
+    if host_cpu is not None and floor_wall:
+        cores = os.cpu_count() or 1
+        least = host_cpu.ratio_bound(floor_wall, count, cores, host_cpu.binding_imports)
+        ours = host_cpu.ratio_bound(floor_wall, count, cores, host_cpu.probe)
+        parts.append(f"host CPU alone ({count} hosts on these {cores} cores) puts any pynvml "
+                     f"probe at ≥ {least:.2f}× the floor and fleet's probe at {ours:.2f}×")
     figure.verdict = "; ".join(parts)
     results.add(figure)
 

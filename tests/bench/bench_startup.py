@@ -143,17 +143,33 @@ def _cold_verdict(ratios: dict[str, float], orm_floor: Measured) -> str:
     return verdict
 
 
+def _binding_imports(pynvml_source: str) -> list[str]:
+    """The modules the bootstrap (sys, zlib) and the shipped pynvml's top-level imports load."""
+    import ast
+
+    modules = ["sys", "zlib"]
+    for node in ast.parse(pynvml_source).body:
+        if isinstance(node, ast.Import):
+            modules.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules.append(node.module)
+    return list(dict.fromkeys(modules))
+
+
 def host_probe_cost(results: Results, workdir: Path, runs: int) -> None:
     """What one probe costs on a host: the once-probe program run by Debian's python3 against
-    the simulated libnvidia-ml (8 GPUs), vs `python3 -c pass` and `true` (what peers run)."""
+    the simulated libnvidia-ml (8 GPUs), vs `python3 -c pass`, `sh -c true` (what the floor
+    runs) and python3 -S importing only what the bootstrap and pynvml import (the least any
+    probe through this binding can cost a host)."""
     import os
+    import shlex
     import shutil
 
-    from fleet.probe.bundle import probe_command, probe_program
+    from fleet.probe.bundle import probe_command, probe_program, shipped_pynvml_source
     from fleet.sim import gpus as scenarios
     from fleet.sim.build import build_sim_tools
     from fleet.sim.gpus import write_config
-    from tests.bench.common import ROOT
+    from tests.bench.common import ROOT, HostProbeCpu
 
     python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
     tools = build_sim_tools(ROOT / ".fleet-cache" / "sim")
@@ -173,8 +189,18 @@ def host_probe_cost(results: Results, workdir: Path, runs: int) -> None:
         "probe program (once, 8 GPUs)", argv, runs=runs, env=env,
         note=f"{python}: decompress, load the shipped pynvml (compiled code cached on the host "
              "if the bundle does so) and probe; ≥ 0.1 s by design (CPU busy % window)")
+    imports = _binding_imports(shipped_pynvml_source())
+    imports_statement = "import " + ",".join(imports)
+    binding = measure_command(
+        "python3 -S + the binding's imports",
+        ["sh", "-c", f"exec {python} -S -c {shlex.quote(imports_statement)}"], runs=runs * 2,
+        note=f"`{imports_statement}`: the interpreter plus what the bootstrap and pynvml "
+             "itself import; no probe through this binding costs a host less")
+    floor_command = measure_command(
+        "sh -c true", ["sh", "-c", "true"], runs=runs * 2,
+        note="what sshd runs on a host for the asyncssh floor's `true` (the login shell's -c)")
     peers = [measure_command("python3 -c pass", [python, "-c", "pass"], runs=runs),
-             measure_command("true", ["true"], runs=runs)]
+             binding, floor_command]
     figure = Figure(
         section="fan-out", name="one probe on a host (host-side cost)", unit="s",
         compares="wall and CPU of the remote side of one probe, run locally with the host's "
@@ -183,6 +209,11 @@ def host_probe_cost(results: Results, workdir: Path, runs: int) -> None:
         fleet=probe, peers=peers)
     cpu = probe.cpu_median or 0.0
     cold_cpu = sorted(cold)[len(cold) // 2]
-    figure.verdict = (f"{1000 * cpu:.0f} ms CPU per probe per host; a host's first probe "
-                      f"(empty cache): {1000 * cold_cpu:.0f} ms")
+    results.host_probe_cpu = HostProbeCpu(
+        floor_command=floor_command.cpu_median or 0.0,
+        binding_imports=binding.cpu_median or 0.0, probe=cpu)
+    figure.verdict = (f"{1000 * cpu:.0f} ms CPU per probe per host, of which "
+                      f"{1000 * (binding.cpu_median or 0.0):.0f} ms the interpreter and the "
+                      f"binding's imports; a host's first probe (empty cache): "
+                      f"{1000 * cold_cpu:.0f} ms")
     results.add(figure)

@@ -90,6 +90,24 @@ class Figure:
         return data
 
 
+@dataclass(frozen=True)
+class HostProbeCpu:
+    """CPU seconds a host spends per fan-out, each through `sh -c` as sshd runs it: the
+    floor's `true`, the least any probe through the shipped pynvml pays (python3 -S with the
+    bootstrap's and the binding's imports, nothing else), and fleet's whole probe."""
+
+    floor_command: float
+    binding_imports: float
+    probe: float
+
+    def ratio_bound(self, floor_wall: float, hosts: int, cores: int, per_host: float) -> float:
+        """The fan-out ÷ floor ratio that host CPU alone implies when every host shares the
+        same `cores`: the floor's wall plus each host's extra CPU over the floor's command,
+        spread over the cores, with nothing added by the controller."""
+        extra = hosts * max(0.0, per_host - self.floor_command) / cores
+        return (floor_wall + extra) / floor_wall
+
+
 @dataclass
 class Results:
     """Everything one run of the suite produced: figures, skipped parts and why."""
@@ -97,6 +115,7 @@ class Results:
     figures: list[Figure] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    host_probe_cpu: HostProbeCpu | None = None  # set by the start-up section's host probe cost
 
     def skip(self, what: str, why: str) -> None:
         print(f"[bench] SKIPPED {what}: {why}", flush=True)
