@@ -35,9 +35,11 @@ INSERT_HOST = (
     f"VALUES ({', '.join(':' + name for name in HOST_FACT_COLUMNS)}, 'unknown', FALSE, :now, "
     ":now)" + RETURNING_ID
 )
+# Listing a host is not contact: last_seen moves only with a good reading (update_host_state
+# "up", update_host_probe_facts, the monitor's touch), so a down host keeps its last contact.
 UPDATE_HOST_FACTS = (
-    f"UPDATE hosts SET {', '.join(f'{quoted} = :{name}' for name, quoted in _QUOTED.items())}, "
-    "last_seen = :now WHERE id = :id"
+    f"UPDATE hosts SET {', '.join(f'{quoted} = :{name}' for name, quoted in _QUOTED.items())} "
+    "WHERE id = :id"
 )
 
 
@@ -55,8 +57,10 @@ def sync_hosts(target: Session | SqlWriter, hosts: Sequence[HostFacts], now: int
                ) -> dict[str, int]:
     """Insert or update `hosts`, matched by (address, port), else by name; returns name → id.
 
-    Hosts not listed are kept (never forgotten). A stored host whose name a listed host now
-    takes, at another address, is renamed "NAME#ID" so names stay unique.
+    A new host's first_seen and last_seen are `now`; a listed host's last_seen is left as its
+    last good reading set it. Hosts not listed are kept (never forgotten). A stored host whose
+    name a listed host now takes, at another address, is renamed "NAME#ID" so names stay
+    unique.
     Raises ValueError when two listed hosts share a name or an (address, port).
     """
     _check_unique(hosts)

@@ -94,9 +94,10 @@ class Host(Base):
     cpu_count: Mapped[int | None] = mapped_column(ProbeInt)
     memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
     gpu_count: Mapped[int | None] = mapped_column(ProbeInt)
-    first_seen: Mapped[int] = mapped_column(BigInteger)
+    first_seen: Mapped[int] = mapped_column(BigInteger)  # when first listed
+    # The last good reading (first_seen until the host is first reached); not moved by listing.
     last_seen: Mapped[int] = mapped_column(BigInteger)
-    last_probe_at: Mapped[int | None] = mapped_column(BigInteger)
+    last_probe_at: Mapped[int | None] = mapped_column(BigInteger)  # the last try, good or not
 
 
 class Gpu(Base):

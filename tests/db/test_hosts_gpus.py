@@ -31,7 +31,8 @@ def test_sync_hosts_upserts_by_address_and_port(database: Database) -> None:
         hosts = {host.name: host for host in list_hosts(SessionReader(session))}
     assert second == {"a-renamed": first["a"]}
     assert set(hosts) == {"a-renamed", "b"}
-    assert hosts["a-renamed"].first_seen == 100 and hosts["a-renamed"].last_seen == 200
+    # Listing again is not contact: last_seen stays where the insert put it.
+    assert hosts["a-renamed"].first_seen == 100 and hosts["a-renamed"].last_seen == 100
     assert hosts["a-renamed"].groups == () and hosts["b"].user == "ops"
     assert hosts["b"].source == "ssh_config" and hosts["b"].state == "unknown"
 
@@ -153,3 +154,25 @@ def test_events_filter_by_time_and_severity(database: Database, seeded: SeededFl
     assert all_events[0].host == "alpha" and all_events[1].data == {"t": 81}
     assert [event.kind for event in serious] == ["gpu.hot", "gpu.lost"]
     assert [event.kind for event in recent] == ["gpu.lost"]
+
+
+def test_a_down_host_keeps_its_last_contact_through_later_listings(
+    database: Database, seeded: SeededFleet
+) -> None:
+    """A host reached at 1500 and down since: syncing the inventory at 1900 (as every
+    `fleet status` and monitor start does) leaves last_seen at 1500."""
+    host_id = seeded.host_ids["alpha"]
+    with database.session() as session:
+        update_host_state(session, host_id, "up", None, now=1500)
+    with database.session() as session:
+        update_host_state(session, host_id, "down", "unreachable", now=1700)
+    with database.session() as session:
+        listed = [HostFacts(host.name, host.address, port=host.port)
+                  for host in list_hosts(SessionReader(session))]
+    with database.writer() as writer:
+        sync_hosts(writer, listed, now=1900)
+    with database.session() as session:
+        hosts = {host.name: host for host in list_hosts(SessionReader(session))}
+    assert hosts["alpha"].state == "down" and hosts["alpha"].last_probe_at == 1700
+    assert hosts["alpha"].last_seen == 1500
+    assert hosts["beta"].last_seen == 1000  # never reached: when it was first listed
