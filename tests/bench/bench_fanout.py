@@ -99,10 +99,11 @@ def fresh_fanout(results: Results, host_set: HostSet, runs: int, ansible_runs: i
     host_cpu = results.host_probe_cpu
     if host_cpu is not None and floor_wall:
         cores = os.cpu_count() or 1
-        least = host_cpu.ratio_bound(floor_wall, count, cores, host_cpu.binding_imports)
-        ours = host_cpu.ratio_bound(floor_wall, count, cores, host_cpu.probe)
-        parts.append(f"host CPU alone ({count} hosts on these {cores} cores) puts any pynvml "
-                     f"probe at ≥ {least:.2f}× the floor and fleet's probe at {ours:.2f}×")
+        least = host_cpu.ratio_estimate(floor_wall, count, cores, host_cpu.binding_imports)
+        ours = host_cpu.ratio_estimate(floor_wall, count, cores, host_cpu.probe)
+        parts.append(f"host CPU alone ({count} hosts on these {cores} cores) comes to "
+                     f"≈ {least:.2f}× the floor for the least pynvml probe and ≈ {ours:.2f}× "
+                     "for fleet's (no idle core time assumed)")
     figure.verdict = "; ".join(parts)
     results.add(figure)
 

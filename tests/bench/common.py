@@ -100,10 +100,13 @@ class HostProbeCpu:
     binding_imports: float
     probe: float
 
-    def ratio_bound(self, floor_wall: float, hosts: int, cores: int, per_host: float) -> float:
+    def ratio_estimate(self, floor_wall: float, hosts: int, cores: int, per_host: float
+                       ) -> float:
         """The fan-out ÷ floor ratio that host CPU alone implies when every host shares the
         same `cores`: the floor's wall plus each host's extra CPU over the floor's command,
-        spread over the cores, with nothing added by the controller."""
+        spread over the cores, with nothing added by the controller. An estimate, not a
+        bound: it assumes the floor's run leaves no core idle (it keeps them busy, not
+        saturated, so some of the extra could hide in its idle time)."""
         extra = hosts * max(0.0, per_host - self.floor_command) / cores
         return (floor_wall + extra) / floor_wall
 
