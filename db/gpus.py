@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from db.sql import RETURNING_ID, SqlReader, SqlWriter, chunks, in_list, writer_of
+from db.sql import RETURNING_ID, SqlReader, SqlWriter, writer_of
 from db.types import GpuChange, GpuFacts, GpuReading, GpuState, GpuUpsert, LatestGpu
 
 if TYPE_CHECKING:
@@ -61,12 +61,8 @@ def upsert_gpus(target: Session | SqlWriter, host_id: int, gpus: Sequence[GpuFac
 
 def gpu_ids_of_hosts(reader: SqlReader, host_ids: Sequence[int]) -> dict[tuple[int, int], int]:
     """(host id, GPU index) → GPU id of every stored GPU of the hosts `host_ids`."""
-    ids: dict[tuple[int, int], int] = {}
-    for some_ids in chunks(host_ids):
-        placeholders, params = in_list("host_id", some_ids)
-        ids.update(((host_id, idx), gpu_id) for gpu_id, host_id, idx in reader.rows(
-            f"SELECT id, host_id, idx FROM gpus WHERE host_id IN ({placeholders})", params))
-    return ids
+    return {(host_id, idx): gpu_id for gpu_id, host_id, idx in reader.rows_in(
+        "SELECT id, host_id, idx FROM gpus WHERE host_id IN ({values})", "host_id", host_ids)}
 
 
 def set_gpu_state(target: Session | SqlWriter, gpu_id: int, state: GpuState) -> str:

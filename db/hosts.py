@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from db.sql import RETURNING_ID, SqlReader, SqlWriter, chunks, in_list, writer_of
+from db.sql import RETURNING_ID, SqlReader, SqlWriter, writer_of
 from db.types import HostFacts, HostProbeFacts, HostState
 
 if TYPE_CHECKING:
@@ -125,22 +125,14 @@ def host_state(target: Session | SqlWriter, host_id: int) -> str:
 
 def host_states(reader: SqlReader, host_ids: Sequence[int]) -> dict[int, str]:
     """The stored state of each host of `host_ids` (unknown ids are left out), by id."""
-    states: dict[int, str] = {}
-    for some_ids in chunks(host_ids):
-        placeholders, params = in_list("id", some_ids)
-        states.update((host_id, state) for host_id, state in reader.rows(
-            f"SELECT id, state FROM hosts WHERE id IN ({placeholders})", params))
-    return states
+    return {host_id: state for host_id, state in reader.rows_in(
+        "SELECT id, state FROM hosts WHERE id IN ({values})", "id", host_ids)}
 
 
 def host_ids_named(reader: SqlReader, names: Sequence[str]) -> dict[str, int]:
     """name → id of each stored host of `names` (unknown names are left out)."""
-    ids: dict[str, int] = {}
-    for some_names in chunks(names):
-        placeholders, params = in_list("name", some_names)
-        ids.update((name, host_id) for name, host_id in reader.rows(
-            f"SELECT name, id FROM hosts WHERE name IN ({placeholders})", params))
-    return ids
+    return {name: host_id for name, host_id in reader.rows_in(
+        "SELECT name, id FROM hosts WHERE name IN ({values})", "name", names)}
 
 
 def update_host_state(

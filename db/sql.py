@@ -41,6 +41,16 @@ class SqlReader(ABC):
     def rows(self, sql: str, parameters: Parameters | None = None) -> list[Row]:
         """Every row of the statement, in the order it returns them."""
 
+    def rows_in(self, sql: str, name: str, values: Sequence[Any]) -> list[Row]:
+        """Every row of `sql` for each of `values`: `{values}` in the text becomes an IN list
+        of `:name_N` placeholders, asked in chunks so that any number of values fits (none:
+        no rows)."""
+        found: list[Row] = []
+        for some_values in chunks(values):
+            placeholders, parameters = in_list(name, some_values)
+            found.extend(self.rows(sql.format(values=placeholders), parameters))
+        return found
+
     def first(self, sql: str, parameters: Parameters | None = None) -> Row | None:
         """The first row, or None when there is none."""
         found = self.rows(sql, parameters)

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL, make_url
 from db.engine import Database, open_database, resolve_database_url
 from db.errors import DatabaseError
 from db.hosts import sync_hosts
-from db.sql import SessionReader, in_list
+from db.sql import IN_LIST_CHUNK, SessionReader, in_list
 from db.sqlite import plain_sqlite_path, sqlite_file_path, sqlite_url
 from db.types import HostFacts
 from tests.db.conftest import run_python
@@ -151,3 +151,16 @@ def test_in_list_needs_values() -> None:
     assert in_list("id", [3, 4]) == (":id_0, :id_1", {"id_0": 3, "id_1": 4})
     with pytest.raises(ValueError, match="at least one"):
         in_list("id", [])
+
+
+def test_rows_in_asks_in_chunks_and_answers_no_values_with_no_rows(database: Database) -> None:
+    names = [f"h{index}" for index in range(IN_LIST_CHUNK + 3)]  # two chunks
+    with database.writer() as writer:
+        sync_hosts(writer, [HostFacts(name, f"10.1.{index // 250}.{index % 250}")
+                            for index, name in enumerate(names)], now=5)
+    sql = "SELECT name FROM hosts WHERE name IN ({values})"
+    with database.reader() as reader:
+        found = reader.rows_in(sql, "name", [*names, "nobody"])
+        none = reader.rows_in(sql, "name", [])
+    assert sorted(row[0] for row in found) == sorted(names)
+    assert none == []
