@@ -6,11 +6,15 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fleet.errors import HostError, HostUnreachable
 from fleet.health.host_state import outcome_of
-from fleet.model import HostOutcome, HostSpec, ProbeReport
+from fleet.model import HostOutcome, HostSpec
 from fleet.ssh.options import SshOptions
+
+if TYPE_CHECKING:
+    from fleet.reports import ProbeReport
 
 # How many hosts are handshaking at once; SSH handshakes are CPU-bound on the controller.
 DEFAULT_FANOUT = 128

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 Connection = Literal["ssh", "local"]
@@ -17,7 +17,6 @@ HOST_OUTCOMES: tuple[HostOutcome, ...] = get_args(HostOutcome)
 HOST_STATES: tuple[HostState, ...] = get_args(HostState)
 
 PROBE_SCHEMA_VERSION = 1
-
 
 @dataclass(frozen=True)
 class HostSpec:
@@ -49,88 +48,3 @@ class HostSpec:
             if key == name:
                 return value
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessInfo:
-    """A compute process on a GPU."""
-
-    pid: int
-    used_memory_bytes: int | None
-    name: str | None = None
-    uid: int | None = None  # its real uid on the host (None: not readable)
-    user: str | None = None  # that uid's name on the host
-    session: int | None = None  # its session id: a fleet task's is its wrapper's pid
-
-
-@dataclass(frozen=True, slots=True)
-class GpuReport:
-    """Everything the probe read about one GPU; every field may be None when unsupported.
-
-    `lost` is True when NVML reported the GPU lost or its handle could not be obtained;
-    `error` explains any device-level failure.
-    """
-
-    index: int
-    uuid: str | None = None
-    name: str | None = None
-    pci_bus_id: str | None = None
-    memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None
-    utilization_gpu_pct: float | None = None
-    utilization_memory_pct: float | None = None
-    temperature_c: float | None = None
-    power_draw_w: float | None = None
-    power_limit_w: float | None = None
-    fan_speed_pct: float | None = None
-    performance_state: int | None = None
-    clock_sm_mhz: int | None = None
-    clock_mem_mhz: int | None = None
-    ecc_errors_corrected: int | None = None
-    ecc_errors_uncorrected: int | None = None
-    retired_pages_pending: bool | None = None
-    processes: tuple[ProcessInfo, ...] = ()
-    lost: bool = False
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HostReport:
-    """Host-level facts and load read by the probe."""
-
-    hostname: str | None = None
-    kernel: str | None = None
-    driver_version: str | None = None
-    cuda_driver_version: str | None = None
-    nvml_version: str | None = None
-    cpu_count: int | None = None
-    load_1m: float | None = None
-    load_5m: float | None = None
-    load_15m: float | None = None
-    cpu_busy_pct: float | None = None
-    memory_total_bytes: int | None = None
-    memory_available_bytes: int | None = None
-    disk_root_total_bytes: int | None = None
-    disk_root_free_bytes: int | None = None
-    disk_tasks_total_bytes: int | None = None
-    disk_tasks_free_bytes: int | None = None
-    net_rx_bytes: int | None = None
-    net_tx_bytes: int | None = None
-    python_version: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeReport:
-    """One line of probe output: a timestamped reading of one host and its GPUs.
-
-    `gpu_reason` says why there are no GPUs (no driver, library missing), if so.
-    `method` is "nvml" or "nvidia-smi".
-    """
-
-    schema: int
-    timestamp: float
-    host: HostReport
-    gpus: tuple[GpuReport, ...] = ()
-    gpu_reason: str | None = None
-    method: str = "nvml"
-    warnings: tuple[str, ...] = field(default=())

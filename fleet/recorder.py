@@ -15,7 +15,8 @@ from db.types import GpuFacts, GpuSampleIn, HostFacts, HostProbeFacts, HostSampl
 from fleet.discovery import ADOPTED_SPEC_SOURCE
 from fleet.fanout import HostStatus
 from fleet.health.apply import record_host_outcome
-from fleet.model import GpuReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, ProbeReport
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fleet.model import GpuReport, HostSpec, ProbeReport, ProcessInfo
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, ProbeReport, ProcessInfo
 
 if TYPE_CHECKING:
     from db.rows import AllocationDetail

@@ -22,7 +22,8 @@ from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 from fleet.discovery.browse import InterfaceSelection, open_zeroconf
 from fleet.discovery.txt import build_txt
 from fleet.errors import ConfigError, ProbeError
-from fleet.model import HostSpec, ProbeReport
+from fleet.model import HostSpec
+from fleet.reports import ProbeReport
 
 log = logging.getLogger(__name__)
 

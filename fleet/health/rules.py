@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from db.types import Severity
 from fleet.health.changes import HealthChange
 from fleet.health.host_state import host_transition, known_state
-from fleet.model import GpuReport, HostOutcome, HostState, ProbeReport
+from fleet.model import HostOutcome, HostState
+from fleet.reports import GpuReport, ProbeReport
 
 __all__ = ["GpuSeed", "HealthChange", "HealthSettings", "HealthTracker", "HostSeed"]
 

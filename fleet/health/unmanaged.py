@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fleet.model import ProcessInfo
     from fleet.monitor.batch import EventIn
+    from fleet.reports import ProcessInfo
     from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot
 
 

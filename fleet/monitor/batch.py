@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleet.health.rules import HealthChange
-from fleet.model import HostOutcome, ProbeReport
+from fleet.model import HostOutcome
+from fleet.reports import ProbeReport
 
 if TYPE_CHECKING:
     from db.types import Severity

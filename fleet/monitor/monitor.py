@@ -16,7 +16,7 @@ from fleet.health.metrics import MetricFamily
 from fleet.health.rules import HealthTracker
 from fleet.health.unmanaged import UnmanagedWatch
 from fleet.health.webhook_feed import WebhookFeed
-from fleet.model import HostOutcome, HostSpec, ProbeReport
+from fleet.model import HostOutcome, HostSpec
 from fleet.monitor.batch import EventIn, HostOutcomeIn
 from fleet.monitor.flush_queries import Drains
 from fleet.monitor.local import LocalStream
@@ -26,6 +26,7 @@ from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.summary import MonitorSummary, SummaryCallback, summarize
 from fleet.monitor.thread_work import finish_in_thread
 from fleet.monitor.writer import SampleWriter
+from fleet.reports import ProbeReport
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from fleet.ssh.pool import ConnectionPool
 from fleet.storage import storage_errors

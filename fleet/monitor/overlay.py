@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fleet.health.unmanaged import UnmanagedWatch
-    from fleet.model import ProcessInfo
     from fleet.monitor.flush_queries import Drains
+    from fleet.reports import ProcessInfo
     from fleet.snapshot import AllocationInfo, GpuSnapshot
 
 # GpuSnapshot's fields after `state`, in order: drained, drain_reason, allocation, unmanaged.

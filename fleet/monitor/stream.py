@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from fleet.errors import HostError, HostUnreachable, ProbeError
 from fleet.health.host_state import outcome_of
-from fleet.model import HostOutcome, HostSpec, ProbeReport
+from fleet.model import HostOutcome, HostSpec
 from fleet.monitor.lines import OverlongLine
 from fleet.monitor.settings import MonitorSettings
 from fleet.probe.bundle import PYTHON_TOO_OLD_EXIT, probe_command, probe_program
 from fleet.probe.parse import MAX_LINE_BYTES, parse_probe_line, sanitize_text
+from fleet.reports import ProbeReport
 from fleet.ssh.pool import Backoff, ConnectionPool
 
 if TYPE_CHECKING:

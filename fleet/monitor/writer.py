@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from db.hosts import host_states
 from fleet.errors import FleetError, StorageError
 from fleet.health.rules import HealthChange, HostSeed
-from fleet.model import HostSpec, HostState, ProbeReport
+from fleet.model import HostSpec, HostState
 from fleet.monitor.batch import Batch, EventIn, HostOutcomeIn
 from fleet.monitor.flush_queries import Drains, now_s, read_drains, touch_hosts
 from fleet.monitor.thread_work import finish_in_thread
+from fleet.reports import ProbeReport
 from fleet.storage import storage_errors
 
 if TYPE_CHECKING:

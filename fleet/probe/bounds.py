@@ -5,14 +5,29 @@ from __future__ import annotations
 import re
 import unicodedata
 
-MAX_LINE_BYTES = 4 * 1024 * 1024
-MAX_GPUS = 1024
-MAX_PROCESSES_PER_GPU = 4096
-MAX_WARNINGS = 200
-MAX_NAME_CHARS = 256
-MAX_MESSAGE_CHARS = 1000
-MAX_INT = 2**63 - 1  # what an SQLite INTEGER holds
-KNOWN_METHODS = ("nvml", "nvidia-smi")
+from fleet.probe.limits import (
+    KNOWN_METHODS,
+    MAX_GPUS,
+    MAX_INT,
+    MAX_LINE_BYTES,
+    MAX_MESSAGE_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PROCESSES_PER_GPU,
+    MAX_WARNINGS,
+)
+
+__all__ = [
+    "KNOWN_METHODS",
+    "MAX_GPUS",
+    "MAX_INT",
+    "MAX_LINE_BYTES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_PROCESSES_PER_GPU",
+    "MAX_WARNINGS",
+    "capped_warnings",
+    "sanitize_text",
+]
 
 # Terminal escape sequences (CSI, OSC, other ESC-introduced) removed whole, before single
 # control and format characters (C0, C1, DEL, bidi overrides) are dropped.

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from fleet.errors import ProbeError
-from fleet.model import PROBE_SCHEMA_VERSION, GpuReport, HostReport, ProbeReport, ProcessInfo
+from fleet.model import PROBE_SCHEMA_VERSION
 from fleet.probe.bounds import (
     KNOWN_METHODS,
     MAX_GPUS,
@@ -22,6 +22,7 @@ from fleet.probe.bounds import (
     sanitize_text,
 )
 from fleet.probe.typed import typed_report
+from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo
 
 __all__ = [
     "KNOWN_METHODS",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from fleet.errors import FleetError, ProbeError
-from fleet.model import HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.probe.bundle import (
     DEFAULT_TASKS_DIR,
     PYTHON_TOO_OLD_EXIT,
@@ -17,6 +18,7 @@ from fleet.probe.bundle import (
 )
 from fleet.probe.parse import parse_probe_line, report_from_dict, sanitize_text
 from fleet.probe.smi import new_marker, parse_smi_output, smi_command
+from fleet.reports import ProbeReport
 
 if TYPE_CHECKING:
     import asyncssh
@@ -148,4 +150,4 @@ def _how_it_ended(result: asyncssh.SSHCompletedProcess) -> str:
 
 
 def _with_warning(report: ProbeReport, warning: str) -> ProbeReport:
-    return replace(report, warnings=(warning, *report.warnings))
+    return msgspec.structs.replace(report, warnings=(warning, *report.warnings))

@@ -8,12 +8,14 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TypeVar
 
+import msgspec
+
 from fleet.errors import ProbeError
-from fleet.model import PROBE_SCHEMA_VERSION, GpuReport, HostReport, ProbeReport
+from fleet.model import PROBE_SCHEMA_VERSION
 from fleet.probe.parse import MAX_GPUS, MAX_LINE_BYTES, MAX_MESSAGE_CHARS, sanitize_text
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 QUERY_FIELDS = (
     "index", "uuid", "name", "pci.bus_id", "driver_version", "memory.total", "memory.used",
@@ -119,8 +121,9 @@ def _count(text: str) -> int:
 
 
 def _float(text: str) -> float:
+    """A finite number within the bounds the JSON probe line is held to (fleet.model)."""
     number = float(text)
-    if number != number or number in (float("inf"), float("-inf")):
+    if not abs(number) < 1e18:  # also NaN and the infinities
         raise ValueError(text)
     return number
 
@@ -232,7 +235,7 @@ def _host_report(sections: dict[str, str], warnings: list[str]) -> HostReport:
     return HostReport(
         hostname=sanitize_text(sections["hostname"]) or None,
         kernel=sanitize_text(sections["kernel"]) or None,
-        cpu_count=int(nproc) if nproc.isdigit() else None,
+        cpu_count=int(nproc) if nproc.isdigit() and len(nproc) <= 18 else None,
         load_1m=loads[0],
         load_5m=loads[1],
         load_15m=loads[2],
@@ -274,7 +277,8 @@ def parse_smi_output(output: bytes | str, host: str, marker: str) -> ProbeReport
     return ProbeReport(
         schema=PROBE_SCHEMA_VERSION,
         timestamp=time.time(),
-        host=replace(_host_report(sections, warnings), driver_version=driver_version),
+        host=msgspec.structs.replace(_host_report(sections, warnings),
+                                     driver_version=driver_version),
         gpus=tuple(gpus),
         gpu_reason=gpu_reason,
         method="nvidia-smi",

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from fleet.render.table import Column, format_bytes, format_number, render_table
 from fleet.textsafe import safe_text
 
 if TYPE_CHECKING:
     from fleet.fanout import HostStatus
-    from fleet.model import GpuReport
+    from fleet.reports import GpuReport
 
 GPU_COLUMNS = (
     Column("  GPU", ">"),
@@ -98,10 +99,10 @@ def status_to_json(statuses: Sequence[HostStatus]) -> dict[str, Any]:
                 "reason": s.reason,
                 "elapsed_s": round(s.elapsed_s, 4),
                 "probed_at": s.finished_at,
-                "host": dataclasses.asdict(s.report.host) if s.report else None,
+                "host": msgspec.to_builtins(s.report.host) if s.report else None,
                 "gpu_reason": s.report.gpu_reason if s.report else None,
                 "method": s.report.method if s.report else None,
-                "gpus": [dataclasses.asdict(g) for g in s.report.gpus] if s.report else [],
+                "gpus": [msgspec.to_builtins(g) for g in s.report.gpus] if s.report else [],
                 "warnings": list(s.report.warnings) if s.report else [],
             }
             for s in statuses

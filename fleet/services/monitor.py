@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from fleet.context import FleetContext
-    from fleet.model import ProcessInfo
     from fleet.monitor.config import Settings
     from fleet.monitor.monitor import Monitor
     from fleet.monitor.summary import SummaryCallback
+    from fleet.reports import ProcessInfo
     from fleet.services.placement import PlacementService
     from fleet.snapshot import FleetSnapshot
 

@@ -9,7 +9,7 @@ from fleet.wire.codec import from_wire, to_wire
 
 
 class ProcessWire(Struct, frozen=True):
-    """fleet.model.ProcessInfo."""
+    """fleet.reports.ProcessInfo."""
 
     pid: int
     used_memory_bytes: int | None
@@ -20,7 +20,7 @@ class ProcessWire(Struct, frozen=True):
 
 
 class GpuReadingWire(Struct, frozen=True):
-    """fleet.model.GpuReport: everything the probe read about one GPU."""
+    """fleet.reports.GpuReport: everything the probe read about one GPU."""
 
     index: int
     uuid: str | None = None
@@ -46,7 +46,7 @@ class GpuReadingWire(Struct, frozen=True):
 
 
 class HostReadingWire(Struct, frozen=True):
-    """fleet.model.HostReport: host facts and load."""
+    """fleet.reports.HostReport: host facts and load."""
 
     hostname: str | None = None
     kernel: str | None = None
@@ -70,7 +70,7 @@ class HostReadingWire(Struct, frozen=True):
 
 
 class ProbeReportWire(Struct, frozen=True):
-    """fleet.model.ProbeReport: one timestamped reading of a host and its GPUs."""
+    """fleet.reports.ProbeReport: one timestamped reading of a host and its GPUs."""
 
     schema: int
     timestamp: float

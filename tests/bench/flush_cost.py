@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 
 from db.engine import open_database
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.monitor.batch import HostOutcomeIn
 from fleet.monitor.writer import SampleWriter
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 GPUS_PER_HOST = 8
 WARMUP_FLUSHES = 5

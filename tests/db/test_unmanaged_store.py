@@ -7,7 +7,7 @@ from sqlalchemy import event
 from db.engine import Database
 from db.sql import SessionReader
 from db.unmanaged import store_unmanaged, unmanaged_gpus
-from fleet.model import ProcessInfo
+from fleet.reports import ProcessInfo
 from fleet.services.monitor import _stored_form
 from tests.db.conftest import SeededFleet
 

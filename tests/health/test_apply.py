@@ -11,7 +11,7 @@ from db.host_reads import list_hosts
 from db.sql import SessionReader
 from fleet.health.apply import apply_health_changes, load_health_seeds, record_host_outcome
 from fleet.health.rules import HealthChange, HealthTracker
-from fleet.model import GpuReport, HostReport, ProbeReport
+from fleet.reports import GpuReport, HostReport, ProbeReport
 from tests.health.conftest import Seeded
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+import msgspec
 import pytest
 
 from fleet.health.rules import GpuSeed, HealthChange, HealthSettings, HealthTracker, HostSeed
-from fleet.model import GpuReport, HostReport, ProbeReport
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 
 def gpu(index: int = 0, **values: object) -> GpuReport:
     base = GpuReport(index=index, uuid=f"GPU-{index}", name="Sim H100", temperature_c=40.0)
-    return replace(base, **values)  # type: ignore[arg-type]
+    return msgspec.structs.replace(base, **values)
 
 
 def report(*gpus: GpuReport, driver: str = "550.54", reason: str | None = None) -> ProbeReport:

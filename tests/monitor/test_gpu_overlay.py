@@ -4,9 +4,10 @@ changes, and put on snapshots exactly as the per-GPU lookups did."""
 from __future__ import annotations
 
 from fleet.health.unmanaged import UnmanagedWatch
-from fleet.model import GpuReport, HostSpec, ProcessInfo
+from fleet.model import HostSpec
 from fleet.monitor.flush_queries import Drains
 from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
+from fleet.reports import GpuReport, ProcessInfo
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 
 STRAY = ProcessInfo(101, 1 << 30, "python", uid=1001, user="cy", session=99)

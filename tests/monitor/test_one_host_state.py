@@ -11,13 +11,14 @@ from db.host_reads import list_hosts
 from db.sql import SessionReader
 from fleet.fanout import HostStatus, probe_host
 from fleet.health.rules import HealthSettings, HealthTracker
-from fleet.model import HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.monitor.batch import HostOutcomeIn
 from fleet.monitor.config import Settings
 from fleet.monitor.monitor import Monitor
 from fleet.monitor.summary import MonitorSummary
 from fleet.monitor.writer import SampleWriter
 from fleet.recorder import record_statuses
+from fleet.reports import HostReport, ProbeReport
 from fleet.ssh.options import SshOptions
 from tests.monitor.conftest import wait_until
 

@@ -22,7 +22,8 @@ from db.models import Event
 from fleet.cli.reserve_cmd import _render_unmanaged
 from fleet.health.unmanaged import UnmanagedWatch, unmanaged_event, unmanaged_processes
 from fleet.inventory import Inventory
-from fleet.model import GpuReport, HostSpec, ProcessInfo
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, ProcessInfo
 from fleet.service import Fleet
 from fleet.sim import gpus as sim
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot

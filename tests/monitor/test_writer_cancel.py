@@ -14,8 +14,9 @@ from sqlalchemy import func, select
 import db.samples
 from db.engine import Database
 from db.models import GpuSample
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.monitor.writer import SampleWriter
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 SPEC = HostSpec("node1", "127.0.0.1")
 

@@ -11,9 +11,10 @@ import pytest
 
 from db.engine import Database, open_database
 from db.sql import SessionWriter
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.monitor.batch import EventIn, HostOutcomeIn
 from fleet.monitor.writer import SampleWriter
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 SPECS = [HostSpec("node1", "127.0.0.1"), HostSpec("node2", "127.0.0.2")]
 READ_AT = 1_700_000_000.0

@@ -9,9 +9,10 @@ from sqlalchemy import select
 import fleet.monitor.writer as writer_module
 from db.engine import Database
 from db.models import Host
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.monitor.batch import HostOutcomeIn
 from fleet.monitor.writer import SampleWriter
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 SPEC = HostSpec("node1", "127.0.0.1")
 READ_AT = 1_700_000_000.0  # when the reading and its outcome happened

@@ -4,9 +4,9 @@ what the writer keeps for the retry stays bounded and ends as writing at once wo
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
+import msgspec
 import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
@@ -14,9 +14,10 @@ from sqlalchemy.exc import OperationalError
 import db.samples
 from db.engine import Database
 from db.models import Event, Gpu, GpuSample, Host
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.monitor.batch import HostOutcomeIn
 from fleet.monitor.writer import SampleWriter
+from fleet.reports import GpuReport, HostReport, ProbeReport
 
 SPEC = HostSpec("node1", "127.0.0.1")
 
@@ -111,7 +112,8 @@ async def test_while_writes_are_refused_the_buffer_never_holds_more_than_the_bac
     refusing = _refuse_commits(monkeypatch)
     writer.add_report(SPEC.name, _report())
     assert await writer.flush() == 0
-    readings = [replace(_report(), timestamp=1_000_000.0 + second) for second in range(15)]
+    readings = [msgspec.structs.replace(_report(), timestamp=1_000_000.0 + second)
+                for second in range(15)]
     for reading in readings:  # between two flushes, as readings arrive during an outage
         writer.add_report(SPEC.name, reading)
         assert writer.buffered_rows <= writer.backlog_rows == 30

@@ -11,10 +11,11 @@ import pytest
 import fleet.service
 from db.tasks import create_task, finish_task, update_task
 from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
 from fleet.placement.claim import claim
 from fleet.placement.request import MemorySize, PlacementRequest
 from fleet.placement.reservations import list_allocations, release
+from fleet.reports import GpuReport, HostReport, ProbeReport
 from fleet.snapshot import FleetSnapshot, GpuSnapshot, HostSnapshot
 from tests.placement.fleetdb import GIB, seed_fresh_fleet
 

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from fleet.discovery.txt import display_text, parse_properties, parse_txt, summarize
 from fleet.errors import ConfigError, ProbeError
 from fleet.inventory.loader import load_inventory
-from fleet.model import ProbeReport
 from fleet.probe.parse import parse_probe_line
 from fleet.probe.smi import QUERY_FIELDS, new_marker, parse_smi_output
+from fleet.reports import ProbeReport
 from tests.unit.test_probe_parse import _gpu, _line
 from tests.unit.test_probe_smi import output as smi_output
 from tests.unit.test_probe_smi import row as smi_row

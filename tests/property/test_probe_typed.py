@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet.errors import ProbeError
-from fleet.model import ProbeReport
 from fleet.probe.bounds import MAX_INT
 from fleet.probe.parse import parse_probe_line, parse_probe_line_lenient
-from fleet.probe.typed import _DECODER, _needs_no_cleaning, typed_report
+from fleet.probe.typed import _texts_are_clean, typed_report
+from fleet.reports import ProbeReport
 from tests.property.test_parsers import PROPERTY_SETTINGS, hostile_text, json_values
 from tests.unit.test_probe_parse import _gpu, _line
 
@@ -106,7 +106,7 @@ def test_a_probe_line_takes_the_typed_path_and_a_surprise_does_not() -> None:
     line = _line(gpus=[_gpu(index) for index in range(8)], warnings=["gpu 3: fan: \x1b[2Jodd"])
     encoded = json.dumps(line, separators=(",", ":")).encode()
     assert typed_report(encoded) is not None
-    assert not _needs_no_cleaning(encoded, _DECODER.decode(encoded))  # the escape: sanitized
+    assert not _texts_are_clean(encoded)  # the escape: sanitized
     assert typed_report(encoded) == parse_probe_line_lenient(encoded, "h")
     assert typed_report(encoded + b"\n") is not None
     line["gpus"][2]["temperature_c"] = "hot"  # the lenient path nulls it with a warning
@@ -117,16 +117,15 @@ def test_a_probe_line_takes_the_typed_path_and_a_surprise_does_not() -> None:
     assert report.warnings[-1] == "gpus[2].temperature_c: expected finite number, got str; ignored"
 
 
-def test_a_clean_probe_line_is_converted_in_c_with_the_same_report() -> None:
+def test_a_clean_probe_line_is_decoded_in_c_with_the_same_report() -> None:
     line = _line(gpus=[_gpu(index) for index in range(8)], warnings=["gpu 3: fan: no reading"])
     encoded = json.dumps(line, separators=(",", ":")).encode()
-    wire = _DECODER.decode(encoded)
-    assert _needs_no_cleaning(encoded, wire)
+    assert _texts_are_clean(encoded)
     assert typed_report(encoded) == parse_probe_line_lenient(encoded, "h")
     for unclean in (" padded ", "caf\u00e9", "bell\u0007", "del\u007f"):
         line["gpus"][1]["name"] = unclean
         odd = json.dumps(line, separators=(",", ":")).encode()
-        assert not _needs_no_cleaning(odd, _DECODER.decode(odd)), unclean
+        assert not _texts_are_clean(odd), unclean
         assert typed_report(odd) == parse_probe_line_lenient(odd, "h")
     for too_long in ({"name": "x" * 300}, {"error": "e" * 1001}):  # cut by the lenient path
         odd = json.dumps({**line, "gpus": [{**line["gpus"][0], **too_long}]},
@@ -134,17 +133,21 @@ def test_a_clean_probe_line_is_converted_in_c_with_the_same_report() -> None:
         assert typed_report(odd) is None
         assert parse_probe_line(odd, "h") == parse_probe_line_lenient(odd, "h")
     spaced = json.dumps(line).encode()  # white space between tokens: each text checked
-    assert not _needs_no_cleaning(spaced, _DECODER.decode(spaced))
+    assert not _texts_are_clean(spaced)
     assert typed_report(spaced) == parse_probe_line_lenient(spaced, "h")
     line["gpus"][1]["name"] = "NVIDIA A100"
     for where, unclean in (("warnings", [" first text"]), ("gpu_reason", "last text ")):
         odd = json.dumps({**line, where: unclean}, separators=(",", ":")).encode()
-        assert not _needs_no_cleaning(odd, _DECODER.decode(odd)), unclean
+        assert not _texts_are_clean(odd), unclean
         assert typed_report(odd) == parse_probe_line_lenient(odd, "h")
-    line["gpus"][1]["lost"] = None  # the report's own type refuses it: built field by field
+    line["gpus"][1]["lost"] = None  # the report's own type refuses it: the lenient path
     nulled = json.dumps(line, separators=(",", ":")).encode()
-    assert typed_report(nulled) == parse_probe_line_lenient(nulled, "h")
-    assert typed_report(nulled).gpus[1].lost is False  # type: ignore[union-attr]
-    line["gpus"].reverse()  # out of order: sorted by the builder, as the lenient path does
+    assert typed_report(nulled) is None
+    assert parse_probe_line(nulled, "h").gpus[1].lost is False
+    line["gpus"][1]["lost"] = False
+    line["gpus"].reverse()  # out of order: sorted by the typed path, as the lenient path does
     reordered = json.dumps(line, separators=(",", ":")).encode()
     assert typed_report(reordered) == parse_probe_line_lenient(reordered, "h")
+    line["gpus"][0]["index"] = line["gpus"][1]["index"]  # twice: the lenient path refuses it
+    repeated = json.dumps(line, separators=(",", ":")).encode()
+    assert typed_report(repeated) is None

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from db.samples import GPU_SAMPLE_FIELDS, HOST_SAMPLE_FIELDS
 from db.types import GpuSampleIn, HostSampleIn
-from fleet.model import GpuReport, HostReport, ProbeReport
 from fleet.recorder import facts_key, gpu_facts, gpu_sample, host_probe_facts, host_sample
+from fleet.reports import GpuReport, HostReport, ProbeReport
 from tests.property.test_parsers import PROPERTY_SETTINGS
 
 # Few distinct values, so that equal and unequal facts both come up often.

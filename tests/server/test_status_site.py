@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.errors import ConfigError
 from fleet.health.metrics import MetricFamily
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, HostReport, ProbeReport
 from fleet.server.status_site import parse_listen_address, start_status_site
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from tests.server.conftest import ServeLabFactory

@@ -17,7 +17,8 @@ from aiohttp import web
 from fleet.caller import Caller
 from fleet.client.remote import open_remote
 from fleet.inventory import Inventory
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, HostReport, ProbeReport
 from fleet.server.app import StatusSource, create_app
 from fleet.server.identity import Identities
 from fleet.server.jobs import Jobs

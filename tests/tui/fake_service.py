@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from fleet.errors import AllocationConflict, DispatchError
-from fleet.model import GpuReport, HostReport, HostSpec, ProbeReport, ProcessInfo
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo
 from fleet.snapshot import AllocationInfo, FleetSnapshot, GpuSnapshot, HostSnapshot
 from tui.service import (
     AllocationView,

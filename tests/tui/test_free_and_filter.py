@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
 import pytest
 from textual.widgets import Static
 
@@ -123,7 +124,7 @@ def test_snapshot_facts_are_the_candidates_fields() -> None:
     """What the free count reads of a live GPU is what placement's candidate holds."""
     lost = replace(gpu("hydra", 0, "NVIDIA L4", 24, None, 0, None, None), drained=True,
                    drain_reason="fan")
-    lost = replace(lost, reading=replace(lost.reading, lost=True))
+    lost = replace(lost, reading=msgspec.structs.replace(lost.reading, lost=True))
     unreported = replace(host("hydra", [lost]), report=None)
     hosts = [h for snapshot in (standard_fleet(), busy_outside_fleet()) for h in snapshot.hosts]
     compared = 0

@@ -3,7 +3,8 @@ if any) and a count on the host row."""
 
 from __future__ import annotations
 
-from fleet.model import GpuReport, HostSpec, ProcessInfo
+from fleet.model import HostSpec
+from fleet.reports import GpuReport, ProcessInfo
 from fleet.snapshot import AllocationInfo, GpuSnapshot, HostSnapshot
 from tui.rows import allocation_label, host_cells
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from fleet.errors import ProbeError
-from fleet.model import GpuReport, HostReport, ProcessInfo
 from fleet.probe.parse import MAX_LINE_BYTES, parse_probe_line, sanitize_text
+from fleet.reports import GpuReport, HostReport, ProcessInfo
 
 
 def _gpu(index: int = 0, **overrides: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import os
 import pwd
@@ -14,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model import GpuReport, HostReport, ProbeReport, ProcessInfo
 from fleet.probe.bundle import REMOTE_SOURCE_PATH, probe_command, probe_program
 from fleet.probe.parse import parse_probe_line
+from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo
 from fleet.sim import gpus as sim
 from fleet.sim.gpus import SimGpu
 
@@ -107,9 +106,9 @@ def test_remote_field_names_are_the_model_field_names(sim_host: SimHost) -> None
     )
     top, host, gpu, process = json.loads(completed.stdout)
     assert top == sorted(["schema", "ts", "method", "host", "gpus", "gpu_reason", "warnings"])
-    assert host == sorted(field.name for field in dataclasses.fields(HostReport))
-    assert gpu == sorted(field.name for field in dataclasses.fields(GpuReport))
-    assert process == sorted(field.name for field in dataclasses.fields(ProcessInfo))
+    assert host == sorted(HostReport.__struct_fields__)
+    assert gpu == sorted(GpuReport.__struct_fields__)
+    assert process == sorted(ProcessInfo.__struct_fields__)
 
 
 def test_system_python_really_lacks_pynvml() -> None:

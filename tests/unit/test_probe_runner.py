@@ -178,13 +178,13 @@ async def test_a_hanging_probe_is_cut_off_at_the_timeout(
 def run_probe_local(env: dict[str, str], tasks_dir: str | None = None) -> dict[str, Any]:
     """probe_local in a fresh interpreter whose loader sees the simulated library."""
     code = (
-        "import asyncio, dataclasses, json, sys\n"
+        "import asyncio, json, sys, msgspec\n"
         "from fleet.model import HostSpec\n"
         "from fleet.probe.runner import probe_local\n"
         "spec = HostSpec(name='me', address='localhost', connection='local')\n"
         "tasks_dir = sys.argv[1] or None\n"
         "report = asyncio.run(probe_local(spec, timeout=20, tasks_dir=tasks_dir))\n"
-        "print(json.dumps(dataclasses.asdict(report)))\n"
+        "print(json.dumps(msgspec.to_builtins(report)))\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", code, tasks_dir or ""],

@@ -7,10 +7,10 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from fleet.errors import ProbeError
-from fleet.model import GpuReport, ProbeReport
 from fleet.probe.smi import (
     MIB,
     QUERY_FIELDS,
@@ -19,6 +19,7 @@ from fleet.probe.smi import (
     parse_smi_output,
     smi_command,
 )
+from fleet.reports import GpuReport, HostReport, ProbeReport
 from fleet.sim import gpus as sim
 
 SimHost = Callable[..., tuple[Path, dict[str, str]]]
@@ -123,6 +124,8 @@ def test_a_quoted_name_is_read_as_csv() -> None:
         ({"pstate": "P"}, "performance_state"),
         ({"retired_pages_pending": "maybe"}, "retired_pages_pending"),
         ({"power_draw": "nan"}, "power_draw_w"),
+        ({"power_draw": "1e30"}, "power_draw_w"),  # past the JSON line's bound (fleet.reports)
+        ({"temperature_gpu": "-1e18"}, "temperature_c"),
     ],
 )
 def test_garbage_values_are_none_with_a_warning(cells: dict[str, str], field: str) -> None:
@@ -171,6 +174,17 @@ def output(marker: str, smi: str, smi_exit: int) -> str:
         ("end", ""),
     ]
     return "".join(f"@@{marker} {name}@@\n{body}\n" for name, body in sections)
+
+
+def test_every_reading_it_makes_fits_the_bounds_of_a_probe_line() -> None:
+    """What the fallback reads passes the checks the typed decode holds the JSON line to (the
+    server's snapshot is decoded into these types by its clients)."""
+    marker = new_marker()
+    huge = row(power_draw="9.9e17", clocks_sm="9" * 18, temperature_gpu="-9.9e17")
+    report = parse_smi_output(output(marker, huge, 0).encode(), "gpu-02", marker)
+    assert msgspec.json.decode(msgspec.json.encode(report.host), type=HostReport) == report.host
+    assert msgspec.json.decode(msgspec.json.encode(report.gpus), type=tuple[GpuReport, ...]) \
+        == report.gpus
 
 
 def test_output_with_host_sections() -> None:
