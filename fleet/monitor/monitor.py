@@ -79,6 +79,7 @@ class Monitor:
             spec.name: HostSnapshot(spec=spec, state="unknown") for spec in self.specs
         }
         self._changed: set[str] = set(self._hosts)
+        self._held = False  # changes the publish loop left unpublished (no subscriber)
         self._dirty = asyncio.Event()
         self._streams: dict[str, HostStream | LocalStream] = {}
         self._host_tasks: dict[str, asyncio.Task[None]] = {}
@@ -193,11 +194,15 @@ class Monitor:
         self.hub.close()
 
     def snapshot(self) -> FleetSnapshot | None:
-        """The newest published snapshot."""
+        """The newest snapshot (made now if changes were held back: nobody subscribed)."""
+        if self._held:
+            self._publish()
         return self.hub.latest
 
     def subscribe(self, names: frozenset[str] | None = None) -> AsyncGenerator[FleetSnapshot, None]:
         """Snapshots as they change (coalesced), optionally only the hosts in `names`."""
+        if self._held:  # the subscription starts from the newest state, not a held-back one
+            self._publish()
         if names is None:
             return self.hub.subscribe()
 
@@ -300,14 +305,20 @@ class Monitor:
     def _publish(self) -> None:
         changed = frozenset(self._changed)
         self._changed.clear()
+        self._held = False
         self.hub.publish(FleetSnapshot(time.time(), tuple(self._hosts.values()), changed))
 
     async def _publish_loop(self) -> None:
+        """Publish the changes every PUBLISH_COALESCE_S at most; with no subscriber (a headless
+        `fleet monitor`) they are held until someone asks (snapshot(), subscribe(), stop())."""
         while True:
             await self._dirty.wait()
             await asyncio.sleep(PUBLISH_COALESCE_S)
             self._dirty.clear()
-            self._publish()
+            if self.hub.subscribed:
+                self._publish()
+            else:
+                self._held = True
 
     async def _flush_loop(self) -> None:
         interval = self.settings.monitor.flush_interval

@@ -30,6 +30,11 @@ class SnapshotHub:
         self.published = 0
 
     @property
+    def subscribed(self) -> bool:
+        """Whether anyone is subscribed now."""
+        return bool(self._subscribers)
+
+    @property
     def latest(self) -> FleetSnapshot | None:
         """The newest snapshot, or None before the first one."""
         return self._latest
