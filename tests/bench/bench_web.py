@@ -46,6 +46,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 async def serve(port: int, hosts: int, changed: float, stats: Path) -> None:
     """Serve the web view on 127.0.0.1:`port`, one synthetic snapshot per second, until killed;
     `stats` says how many update frames went out, and their bytes, so far."""
+    import msgspec
+
     import fleet
     from fleet.web.site import WebView
     from tests.bench.bench_tui import synthetic_fleet
@@ -60,7 +62,8 @@ async def serve(port: int, hosts: int, changed: float, stats: Path) -> None:
             frame = frames[tick % len(frames)]
             now = time.time()
             fresh = {host.spec.name: replace(host, last_seen=now,
-                                             report=replace(host.report, timestamp=now))
+                                             report=msgspec.structs.replace(host.report,
+                                                                           timestamp=now))
                      for host in frame.hosts if tick == 0 or host.spec.name in frame.changed}
             yield replace(frame, taken_at=now,
                           hosts=tuple(fresh.get(host.spec.name, host) for host in frame.hosts))
