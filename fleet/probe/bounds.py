@@ -1,33 +1,11 @@
-"""The probe output's limits and text cleaning, shared by the typed and the lenient parser."""
+"""The probe output's text cleaning and warning cap, shared by the typed and the lenient parser."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
 
-from fleet.probe.limits import (
-    KNOWN_METHODS,
-    MAX_GPUS,
-    MAX_INT,
-    MAX_LINE_BYTES,
-    MAX_MESSAGE_CHARS,
-    MAX_NAME_CHARS,
-    MAX_PROCESSES_PER_GPU,
-    MAX_WARNINGS,
-)
-
-__all__ = [
-    "KNOWN_METHODS",
-    "MAX_GPUS",
-    "MAX_INT",
-    "MAX_LINE_BYTES",
-    "MAX_MESSAGE_CHARS",
-    "MAX_NAME_CHARS",
-    "MAX_PROCESSES_PER_GPU",
-    "MAX_WARNINGS",
-    "capped_warnings",
-    "sanitize_text",
-]
+from fleet.probe.limits import MAX_NAME_CHARS, MAX_WARNINGS
 
 # Terminal escape sequences (CSI, OSC, other ESC-introduced) removed whole, before single
 # control and format characters (C0, C1, DEL, bidi overrides) are dropped.

@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from fleet.errors import ProbeError
 from fleet.model import PROBE_SCHEMA_VERSION
-from fleet.probe.bounds import (
+from fleet.probe.bounds import capped_warnings, sanitize_text
+from fleet.probe.limits import (
     KNOWN_METHODS,
     MAX_GPUS,
     MAX_INT,
@@ -18,8 +19,6 @@ from fleet.probe.bounds import (
     MAX_NAME_CHARS,
     MAX_PROCESSES_PER_GPU,
     MAX_WARNINGS,
-    capped_warnings,
-    sanitize_text,
 )
 from fleet.probe.typed import typed_report
 from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo

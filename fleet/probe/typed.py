@@ -9,14 +9,13 @@ from typing import Annotated
 import msgspec
 
 from fleet.model import PROBE_SCHEMA_VERSION
-from fleet.probe.bounds import (
+from fleet.probe.bounds import capped_warnings, sanitize_text
+from fleet.probe.limits import (
     KNOWN_METHODS,
     MAX_GPUS,
     MAX_MESSAGE_CHARS,
     MAX_NAME_CHARS,
     MAX_WARNINGS,
-    capped_warnings,
-    sanitize_text,
 )
 from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet.errors import ProbeError
-from fleet.probe.bounds import MAX_INT
+from fleet.probe.limits import MAX_INT
 from fleet.probe.parse import parse_probe_line, parse_probe_line_lenient
 from fleet.probe.typed import _texts_are_clean, typed_report
 from fleet.reports import ProbeReport
