@@ -21,6 +21,7 @@ from fleet.monitor.batch import EventIn, HostOutcomeIn
 from fleet.monitor.flush_queries import Drains
 from fleet.monitor.local import LocalStream
 from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
+from fleet.monitor.publisher import SnapshotPublisher
 from fleet.monitor.snapshots import SnapshotHub
 from fleet.monitor.stream import HostStream, StreamStats
 from fleet.monitor.summary import MonitorSummary, SummaryCallback, summarize
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fleet.monitor")
 
-# How long changes are gathered before one snapshot is published (at most).
-PUBLISH_COALESCE_S = 0.05
 # Seconds between housekeeping passes (reservation expiry, allocations, task reconciliation).
 HOUSEKEEPING_INTERVAL_S = 5.0
 
@@ -72,15 +71,12 @@ class Monitor:
         self.pool = ConnectionPool(self.options, settings.monitor.max_handshakes)
         self.writer = SampleWriter(database, settings.monitor.flush_rows,
                                    host_down_after=settings.health.host_down_after)
-        self.hub = SnapshotHub()
         self.on_summary = on_summary
         self.samples_written = 0
         self._hosts: dict[str, HostSnapshot] = {
             spec.name: HostSnapshot(spec=spec, state="unknown") for spec in self.specs
         }
-        self._changed: set[str] = set(self._hosts)
-        self._held = False  # changes the publish loop left unpublished (no subscriber)
-        self._dirty = asyncio.Event()
+        self.publisher = SnapshotPublisher(self._hosts.values, self._hosts)
         self._streams: dict[str, HostStream | LocalStream] = {}
         self._host_tasks: dict[str, asyncio.Task[None]] = {}
         self._service_tasks: list[asyncio.Task[None]] = []
@@ -119,14 +115,14 @@ class Monitor:
             self._start_stream(spec)
         self._service_tasks = [
             asyncio.create_task(self._flush_loop(), name="monitor flush"),
-            asyncio.create_task(self._publish_loop(), name="monitor publish"),
+            asyncio.create_task(self.publisher.run(), name="monitor publish"),
             asyncio.create_task(self._interval_loop(), name="monitor interval"),
             asyncio.create_task(self._retention_loop(), name="monitor retention"),
         ]
         if self.housekeeping is not None:
             self._service_tasks.append(
                 asyncio.create_task(self._housekeeping_loop(), name="monitor housekeeping"))
-        self._publish()
+        self.publisher.publish()
 
     async def add_hosts(self, specs: Sequence[HostSpec]) -> tuple[HostSpec, ...]:
         """Also watch those of `specs` not watched yet (hosts adopted while it runs); returns
@@ -190,27 +186,20 @@ class Monitor:
             await self.webhooks.close()
         written = await self.writer.flush()  # failures of the last hooks and webhooks are
         self._written_since_summary += written  # events too
-        self._publish()
-        self.hub.close()
+        self.publisher.close()
+
+    @property
+    def hub(self) -> SnapshotHub:
+        """Where the snapshots are published (fleet.monitor.publisher)."""
+        return self.publisher.hub
 
     def snapshot(self) -> FleetSnapshot | None:
         """The newest snapshot (made now if changes were held back: nobody subscribed)."""
-        if self._held:
-            self._publish()
-        return self.hub.latest
+        return self.publisher.latest()
 
     def subscribe(self, names: frozenset[str] | None = None) -> AsyncGenerator[FleetSnapshot, None]:
         """Snapshots as they change (coalesced), optionally only the hosts in `names`."""
-        if self._held:  # the subscription starts from the newest state, not a held-back one
-            self._publish()
-        if names is None:
-            return self.hub.subscribe()
-
-        def narrow(snapshot: FleetSnapshot, changed: frozenset[str]) -> FleetSnapshot:
-            hosts = tuple(host for host in snapshot.hosts if host.spec.name in names)
-            return FleetSnapshot(snapshot.taken_at, hosts, changed & names)
-
-        return self.hub.subscribe(narrow)
+        return self.publisher.subscribe(names)
 
     # ---- HostSink: called by the host loops on the event loop ----
 
@@ -297,28 +286,9 @@ class Monitor:
 
     def _update(self, host: HostSnapshot) -> None:
         self._hosts[host.spec.name] = host
-        self._changed.add(host.spec.name)
-        self._dirty.set()
+        self.publisher.changed(host.spec.name)
 
     # ---- background loops ----
-
-    def _publish(self) -> None:
-        changed = frozenset(self._changed)
-        self._changed.clear()
-        self._held = False
-        self.hub.publish(FleetSnapshot(time.time(), tuple(self._hosts.values()), changed))
-
-    async def _publish_loop(self) -> None:
-        """Publish the changes every PUBLISH_COALESCE_S at most; with no subscriber (a headless
-        `fleet monitor`) they are held until someone asks (snapshot(), subscribe(), stop())."""
-        while True:
-            await self._dirty.wait()
-            await asyncio.sleep(PUBLISH_COALESCE_S)
-            self._dirty.clear()
-            if self.hub.subscribed:
-                self._publish()
-            else:
-                self._held = True
 
     async def _flush_loop(self) -> None:
         interval = self.settings.monitor.flush_interval

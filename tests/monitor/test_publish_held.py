@@ -7,7 +7,8 @@ import asyncio
 from db.engine import Database
 from fleet.model import HostSpec
 from fleet.monitor.config import Settings
-from fleet.monitor.monitor import PUBLISH_COALESCE_S, Monitor
+from fleet.monitor.monitor import Monitor
+from fleet.monitor.publisher import PUBLISH_COALESCE_S
 from fleet.reports import GpuReport, HostReport, ProbeReport
 from fleet.ssh.options import SshOptions
 
@@ -33,7 +34,7 @@ async def _coalesced() -> None:
 async def test_changes_wait_for_a_subscriber_or_a_question(database: Database,
                                                             fast_settings: Settings) -> None:
     monitor = Monitor(SPECS, database, SshOptions(), fast_settings)
-    publisher = asyncio.create_task(monitor._publish_loop())
+    publisher = asyncio.create_task(monitor.publisher.run())
     try:
         monitor.on_report(SPECS[0], _reading(41.0))
         await _coalesced()
