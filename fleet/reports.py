@@ -25,8 +25,8 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 _Pid = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 _Index = Annotated[int, msgspec.Meta(ge=0, lt=MAX_GPUS)]
 _Number = Annotated[float, msgspec.Meta(gt=-1e18, lt=1e18)]
-_Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]  # longer: cut by sanitize_text
-_Message = Annotated[str, msgspec.Meta(max_length=MAX_MESSAGE_CHARS)]
+NameText = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]  # longer: cut by sanitize_text
+MessageText = Annotated[str, msgspec.Meta(max_length=MAX_MESSAGE_CHARS)]
 
 
 class ProcessInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -34,9 +34,9 @@ class ProcessInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     pid: _Pid
     used_memory_bytes: _Count | None
-    name: _Name | None = None
+    name: NameText | None = None
     uid: _Count | None = None  # its real uid on the host (None: not readable)
-    user: _Name | None = None  # that uid's name on the host
+    user: NameText | None = None  # that uid's name on the host
     session: _Count | None = None  # its session id: a fleet task's is its wrapper's pid
 
 
@@ -51,9 +51,9 @@ class GpuReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """
 
     index: _Index
-    uuid: _Name | None = None
-    name: _Name | None = None
-    pci_bus_id: _Name | None = None
+    uuid: NameText | None = None
+    name: NameText | None = None
+    pci_bus_id: NameText | None = None
     memory_total_bytes: _Count | None = None
     memory_used_bytes: _Count | None = None
     utilization_gpu_pct: _Number | None = None
@@ -70,17 +70,17 @@ class GpuReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     retired_pages_pending: bool | None = None
     processes: _Processes = ()
     lost: bool = False
-    error: _Message | None = None
+    error: MessageText | None = None
 
 
 class HostReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Host-level facts and load read by the probe."""
 
-    hostname: _Name | None = None
-    kernel: _Name | None = None
-    driver_version: _Name | None = None
-    cuda_driver_version: _Name | None = None
-    nvml_version: _Name | None = None
+    hostname: NameText | None = None
+    kernel: NameText | None = None
+    driver_version: NameText | None = None
+    cuda_driver_version: NameText | None = None
+    nvml_version: NameText | None = None
     cpu_count: _Count | None = None
     load_1m: _Number | None = None
     load_5m: _Number | None = None
@@ -94,7 +94,7 @@ class HostReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     disk_tasks_free_bytes: _Count | None = None
     net_rx_bytes: _Count | None = None
     net_tx_bytes: _Count | None = None
-    python_version: _Name | None = None
+    python_version: NameText | None = None
 
 
 class ProbeReport(msgspec.Struct, frozen=True):

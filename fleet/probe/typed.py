@@ -17,25 +17,25 @@ from fleet.probe.limits import (
     MAX_NAME_CHARS,
     MAX_WARNINGS,
 )
-from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo
+from fleet.reports import GpuReport, HostReport, MessageText, NameText, ProbeReport, ProcessInfo
 
 _Timestamp = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]
-_Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
-_Message = Annotated[str, msgspec.Meta(max_length=MAX_MESSAGE_CHARS)]
 
 
 class _Line(msgspec.Struct, forbid_unknown_fields=True):
     """The line around the reports (its `ts` is ProbeReport.timestamp). The reports' own
-    bounds are in fleet.model; a value outside them, an unknown field, or a null where the
+    bounds are in fleet.reports; a value outside them, an unknown field, or a null where the
     report has no None (`lost`, `processes`) makes the line take the lenient path."""
 
     schema: int
     ts: _Timestamp
-    method: _Name | None = None
+    method: NameText | None = None
     host: HostReport = msgspec.field(default_factory=HostReport)
     gpus: Annotated[tuple[GpuReport, ...], msgspec.Meta(max_length=MAX_GPUS)] | None = None
-    gpu_reason: _Message | None = None
-    warnings: Annotated[tuple[_Message, ...], msgspec.Meta(max_length=MAX_WARNINGS)] | None = None
+    gpu_reason: MessageText | None = None
+    warnings: (
+        Annotated[tuple[MessageText, ...], msgspec.Meta(max_length=MAX_WARNINGS)] | None
+    ) = None
 
 
 _DECODER = msgspec.json.Decoder(_Line)
