@@ -68,6 +68,27 @@ def emit(sample, out):
     out.flush()
 
 
+# Python's own exit status when flushing its output fails at exit.
+FLUSH_FAILED_EXIT = 120
+
+
+def exit_now(status):
+    """End the probe process with `status` as soon as its output is flushed.
+
+    Skips the interpreter's teardown, which frees every module and object the imports built
+    (ctypes, enum, threading, re: pynvml's imports): ~4 ms of a host's CPU per probe, a sixth of
+    a once-probe's cost. Nothing is left for teardown to do: the NVML session is shut down, files
+    are closed, and the probe starts no threads and registers no atexit handlers.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the reader is gone or the stream closed: as Python's exit
+            if status == 0:
+                status = FLUSH_FAILED_EXIT
+    os._exit(status)
+
+
 class ProbeArguments(object):
     """The probe's command line: --once | --interval S, [--max-samples N], [--tasks-dir D]."""
 

@@ -156,6 +156,12 @@ def _binding_imports(pynvml_source: str) -> list[str]:
     return list(dict.fromkeys(modules))
 
 
+def least_probe_statement(pynvml_source: str) -> str:
+    """The least any probe through this binding runs: the bootstrap's and the binding's imports,
+    then os._exit, as the probe ends (without the interpreter's teardown: fleet_probe_cli)."""
+    return "import " + ",".join(_binding_imports(pynvml_source)) + ";import os;os._exit(0)"
+
+
 def host_probe_cost(results: Results, workdir: Path, runs: int) -> None:
     """What one probe costs on a host: the once-probe program run by Debian's python3 against
     the simulated libnvidia-ml (8 GPUs), vs `python3 -c pass`, `sh -c true` (what the floor
@@ -189,13 +195,13 @@ def host_probe_cost(results: Results, workdir: Path, runs: int) -> None:
         "probe program (once, 8 GPUs)", argv, runs=runs, env=env,
         note=f"{python}: decompress, load the shipped pynvml (compiled code cached on the host "
              "if the bundle does so) and probe; ≥ 0.1 s by design (CPU busy % window)")
-    imports = _binding_imports(shipped_pynvml_source())
-    imports_statement = "import " + ",".join(imports)
+    imports_statement = least_probe_statement(shipped_pynvml_source())
     binding = measure_command(
         "python3 -S + the binding's imports",
         ["sh", "-c", f"exec {python} -S -c {shlex.quote(imports_statement)}"], runs=runs * 2,
         note=f"`{imports_statement}`: the interpreter plus what the bootstrap and pynvml "
-             "itself import; no probe through this binding costs a host less")
+             "itself import, then os._exit as the probe ends; no probe through this binding "
+             "costs a host less")
     floor_command = measure_command(
         "sh -c true", ["sh", "-c", "true"], runs=runs * 2,
         note="what sshd runs on a host for the asyncssh floor's `true` (the login shell's -c)")

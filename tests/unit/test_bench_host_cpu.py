@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from fleet.probe.bundle import BOOTSTRAP, shipped_pynvml_source
-from tests.bench.bench_startup import _binding_imports
+from tests.bench.bench_startup import _binding_imports, least_probe_statement
 from tests.bench.common import HostProbeCpu
 
 
@@ -31,10 +31,11 @@ def test_the_least_probe_imports_the_bootstrap_and_every_module_the_binding_impo
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hosts' interpreter flags")
 def test_the_least_probe_statement_runs_under_python_dash_s() -> None:
-    statement = "import " + ",".join(_binding_imports(shipped_pynvml_source()))
-    done = subprocess.run([sys.executable, "-S", "-c", statement], capture_output=True,
-                          text=True, timeout=60, check=False)
+    statement = least_probe_statement(shipped_pynvml_source())
+    done = subprocess.run([sys.executable, "-S", "-c", statement + ";print('not reached')"],
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # it ends at os._exit, as the probe does
 
 
 def test_the_ratio_estimate_spreads_each_hosts_extra_cpu_over_the_cores() -> None:

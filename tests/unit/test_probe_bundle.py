@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from fleet.probe import remote_cli
 from fleet.probe.bundle import (
+    BOOTSTRAP,
     PYTHON_TOO_OLD_EXIT,
     BundleError,
     payload_source,
@@ -232,3 +234,39 @@ def test_stream_exits_quietly_when_its_reader_goes_away(
     assert process.wait(timeout=10) == 0
     assert process.stderr is not None
     assert b"Traceback" not in process.stderr.read()
+
+
+def test_probe_exits_without_the_interpreters_teardown(sim_host: SimHost) -> None:
+    # An atexit handler runs in a normal interpreter exit; the probe ends with os._exit once its
+    # output is flushed (fleet_probe_cli.exit_now), so the handler never runs and the line is whole.
+    _, env = sim_host(sim.idle(2))
+    watched = ("import atexit,sys;atexit.register(lambda: sys.stderr.write('teardown ran\\n'));"
+               + BOOTSTRAP)
+    completed = subprocess.run(
+        [sys.executable, "-S", "-c", watched], input=probe_program("once", None, "~/.fleet/tasks"),
+        capture_output=True, env=env, timeout=60, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert b"teardown ran" not in completed.stderr
+    assert len(parse_probe_line(completed.stdout, "h").gpus) == 2
+
+
+def test_exit_now_reports_output_it_could_not_flush_as_python_does() -> None:
+    # Python itself exits 120 when flushing its output fails at exit; exit_now keeps that.
+    script = ("import sys;sys.path.insert(0, sys.argv[1]);import remote_cli;"
+              "sys.stdout.write('x' * 100);sys.stderr.write('buffered\\n');sys.stdin.read();"
+              "remote_cli.exit_now(0)")
+    probe_dir = str(Path(remote_cli.__file__).parent)  # remote_cli as shipped: stdlib only
+    buffered_env = {name: value for name, value in os.environ.items()
+                    if name != "PYTHONUNBUFFERED"}  # stdout keeps the line until exit_now
+    process = subprocess.Popen([sys.executable, "-S", "-c", script, probe_dir],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=buffered_env)
+    assert process.stdout is not None and process.stdin is not None
+    assert process.stderr is not None
+    ready, _, _ = select.select([process.stderr], [], [], 30)
+    assert ready and process.stderr.readline() == b"buffered\n"
+    process.stdout.close()  # the reader goes away before the probe flushes
+    process.stdin.close()
+    assert process.wait(timeout=30) == 120
+    assert b"Traceback" not in process.stderr.read()
+    process.stderr.close()
