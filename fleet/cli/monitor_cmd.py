@@ -129,8 +129,10 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
                     with contextlib.suppress(asyncio.CancelledError):
                         taken_by = await keeper
         written = monitor.writer.stats
-        lost = (f"; {written.dropped_reports} readings dropped while the database was "
-                "unavailable" if written.dropped_reports else "")
+        dropped = [f"{count} {what}" for count, what in (
+            (written.dropped_reports, "readings"), (written.dropped_events, "events")) if count]
+        lost = (f"; {' and '.join(dropped)} dropped while the database was unavailable"
+                if dropped else "")
         click.echo(f"fleet: stopped; {written.gpu_samples} GPU samples and "
                    f"{written.host_samples} host samples written{lost}", err=True)
         return taken_by

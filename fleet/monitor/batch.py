@@ -89,6 +89,33 @@ class Batch:
         self.gpu_rows = sum(len(report.gpus) + 1 for _, report in kept)
         return dropped
 
+    def keep_newest_events(self, max_events: int) -> int:
+        """Drop the oldest events and health changes until each list holds at most
+        `max_events`; returns how many were dropped.
+
+        A health change also sets its GPU's stored state, so the newest change of each GPU (and
+        of each host's facts) is kept whatever its age: the database ends in the states the
+        tracker holds, and only older transitions lose their event rows.
+        """
+        dropped = max(0, len(self.events) - max_events)
+        if dropped:
+            self.events = self.events[dropped:]
+        excess = len(self.health) - max_events
+        if excess <= 0:
+            return dropped
+        newest = {(change.host, change.gpu_index): position
+                  for position, (change, _) in enumerate(self.health)}
+        last_changes = set(newest.values())
+        kept: list[tuple[HealthChange, float]] = []
+        for position, item in enumerate(self.health):
+            if excess > 0 and position not in last_changes:
+                excess -= 1
+                dropped += 1
+                continue
+            kept.append(item)
+        self.health = kept
+        return dropped
+
     def then(self, later: Batch, down_after: int) -> Batch:
         """This (refused) batch followed by `later`, as one batch for the retry."""
         merged = Batch(reports=self.reports + later.reports, events=self.events + later.events,

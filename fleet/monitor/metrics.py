@@ -24,6 +24,9 @@ def monitor_metrics(writer: SampleWriter, unmanaged: UnmanagedWatch) -> list[Met
         MetricFamily("fleet_monitor_readings_dropped", "Readings let go because the retry "
                      "buffer was full while the database was unavailable.", "counter",
                      [({}, float(stats.dropped_reports))]),
+        MetricFamily("fleet_monitor_events_dropped", "Events let go (the oldest) because the "
+                     "retry buffer was full while the database was unavailable.", "counter",
+                     [({}, float(stats.dropped_events))]),
         MetricFamily("fleet_monitor_buffered_rows", "Sample rows waiting to be written.",
                      samples=[({}, float(writer.buffered_rows))]),
         MetricFamily("fleet_gpu_unmanaged_processes", "Processes fleet did not start on "

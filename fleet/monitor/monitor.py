@@ -379,4 +379,5 @@ class Monitor:
         return summarize(self._hosts.values(), self._written_since_summary,
                          buffered=self.writer.buffered_rows,
                          failed_flushes=self.writer.stats.failed_flushes,
-                         readings_dropped=self.writer.stats.dropped_reports)
+                         readings_dropped=self.writer.stats.dropped_reports,
+                         events_dropped=self.writer.stats.dropped_events)

@@ -25,6 +25,7 @@ class MonitorSummary:
     buffered: int
     failed_flushes: int = 0  # since start: writes the database refused (kept for a retry)
     readings_dropped: int = 0  # since start: readings let go when the retry buffer was full
+    events_dropped: int = 0  # since start: events let go when the retry buffer was full
 
     def line(self) -> str:
         """`hosts 7 up 1 down | GPUs 56 (2 hot, 1 failed) | 448 samples written`, and what the
@@ -39,6 +40,8 @@ class MonitorSummary:
             line += f" | {self.failed_flushes} writes failed, {self.buffered} rows buffered"
         if self.readings_dropped:
             line += f" | {self.readings_dropped} readings dropped (buffer full)"
+        if self.events_dropped:
+            line += f" | {self.events_dropped} events dropped (buffer full)"
         return line
 
 
@@ -46,7 +49,8 @@ SummaryCallback = Callable[[MonitorSummary], None]
 
 
 def summarize(hosts: Iterable[HostSnapshot], samples_written: int, *, buffered: int,
-              failed_flushes: int, readings_dropped: int) -> MonitorSummary:
+              failed_flushes: int, readings_dropped: int,
+              events_dropped: int = 0) -> MonitorSummary:
     """The summary of these host states now (`samples_written` since the last summary)."""
     shown = list(hosts)
     gpus = [gpu for host in shown if host.state == "up" for gpu in host.gpus]
@@ -61,4 +65,5 @@ def summarize(hosts: Iterable[HostSnapshot], samples_written: int, *, buffered: 
         buffered=buffered,
         failed_flushes=failed_flushes,
         readings_dropped=readings_dropped,
+        events_dropped=events_dropped,
     )

@@ -37,6 +37,11 @@ T = TypeVar("T")
 
 # Buffered rows kept while the database refuses writes; beyond this the oldest are dropped.
 MAX_BACKLOG_FLUSHES = 10
+# Events, and health changes, kept while the database refuses writes (each list); beyond this
+# the oldest are dropped (fleet.monitor.batch.Batch.keep_newest_events), down to 90 % so that
+# the trimming pass runs once per thousand new ones, not for each.
+MAX_BACKLOG_EVENTS = 10_000
+_TRIMMED_EVENTS = MAX_BACKLOG_EVENTS * 9 // 10
 # What a refused flush raises (StorageError is a FleetError): its batch is kept for a retry.
 WRITE_ERRORS = (FleetError, OSError, LookupError, ValueError)
 
@@ -61,6 +66,7 @@ class WriterStats:
     facts_writes: int = 0
     failed_flushes: int = 0
     dropped_reports: int = 0
+    dropped_events: int = 0
 
 
 class SampleWriter:
@@ -125,10 +131,20 @@ class SampleWriter:
     def add_event(self, event: EventIn) -> None:
         """Buffer an event row."""
         self._batch.events.append(event)
+        self._bound_events()
 
     def add_health_changes(self, changes: list[HealthChange], now: float) -> None:
         """Buffer health rule decisions (states and events, written after the samples' facts)."""
-        self._batch.health.extend((change, now) for change in changes)
+        if changes:
+            self._batch.health.extend((change, now) for change in changes)
+            self._bound_events()
+
+    def _bound_events(self) -> None:
+        """While writes are refused, keep at most MAX_BACKLOG_EVENTS events and health changes
+        (the newest; counted in stats.dropped_events)."""
+        batch = self._batch
+        if self._refused and max(len(batch.events), len(batch.health)) > MAX_BACKLOG_EVENTS:
+            self.stats.dropped_events += batch.keep_newest_events(_TRIMMED_EVENTS)
 
     def take_applied_events(self) -> list[dict[str, object]]:
         """Event payloads (with their row ids) of health changes written since the last call."""
@@ -194,6 +210,7 @@ class SampleWriter:
         log.error("cannot write %d readings to the database: %s", len(batch.reports), exc)
         kept = batch.then(self._batch, self.host_down_after)
         self.stats.dropped_reports += kept.keep_newest(self.backlog_rows)
+        self.stats.dropped_events += kept.keep_newest_events(MAX_BACKLOG_EVENTS)
         self._batch = kept
 
     async def _refresh_drains(self) -> None:

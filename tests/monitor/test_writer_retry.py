@@ -12,10 +12,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 import db.samples
+import fleet.monitor.writer as writer_module
 from db.engine import Database
 from db.models import Event, Gpu, GpuSample, Host
+from fleet.health.changes import HealthChange
+from fleet.health.unmanaged import UnmanagedWatch
 from fleet.model import HostSpec
-from fleet.monitor.batch import HostOutcomeIn
+from fleet.monitor.batch import EventIn, HostOutcomeIn
+from fleet.monitor.metrics import monitor_metrics
+from fleet.monitor.summary import summarize
 from fleet.monitor.writer import SampleWriter
 from fleet.reports import GpuReport, HostReport, ProbeReport
 
@@ -169,3 +174,51 @@ async def test_a_host_failing_through_an_outage_buffers_a_bounded_few_outcomes_a
     assert [kind for kind, _, _ in events] == ["host_down"]
     assert _host_record(database, steady.name) == (
         state, reason.replace("outage", "steady"), probed_at, events)
+
+
+def _gpu_change(index: int, old: str, new: str, second: int) -> HealthChange:
+    return HealthChange(SPEC.name, index, "gpu_hot" if new == "hot" else "gpu_cooled",
+                        "warning", old, new, f"GPU {index}: {old} -> {new} #{second}")
+
+
+async def test_while_writes_are_refused_events_stay_bounded_and_gpu_states_end_right(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "MAX_BACKLOG_EVENTS", 10)
+    monkeypatch.setattr(writer_module, "_TRIMMED_EVENTS", 9)
+    writer = SampleWriter(database, flush_rows=100)
+    await writer.register_hosts([SPEC])
+    writer.add_report(SPEC.name, _report())
+    assert await writer.flush() == 2  # the GPUs exist; from here the database refuses
+    refusing = _refuse_commits(monkeypatch)
+    writer.add_health_changes([_gpu_change(0, "ok", "hot", 0)], 1.0)  # GPU 0's only change
+    writer.add_event(EventIn(ts=1.0, kind="hook_failed", severity="warning", message="first"))
+    assert await writer.flush() == 0
+    state = "ok"
+    for second in range(1, 40):  # GPU 1 flaps, and a hook keeps failing, all outage long
+        new = "hot" if state == "ok" else "ok"
+        writer.add_health_changes([_gpu_change(1, state, new, second)], float(second))
+        state = new
+        writer.add_event(EventIn(ts=float(second), kind="hook_failed", severity="warning",
+                                 message=f"failure {second}"))
+        batch = writer._batch
+        assert len(batch.events) <= 10 and len(batch.health) <= 10
+    assert writer.stats.dropped_events > 0
+    refusing[0] = False
+    writer.add_report(SPEC.name, _report())
+    assert await writer.flush() == 2
+    with database.session() as session:
+        states = {gpu.idx: gpu.state for gpu in session.scalars(select(Gpu))}
+        messages = list(session.scalars(select(Event.message).order_by(Event.id)))
+    assert states == {0: "hot", 1: state}  # GPU 0's old change was kept: it was its newest
+    assert "failure 39" in messages and "first" not in messages
+    assert f"GPU 1: {'hot' if state == 'ok' else 'ok'} -> {state} #39" in messages
+    written_changes = sum(1 for message in messages if message.startswith("GPU "))
+    written_failures = sum(1 for message in messages if message.startswith(("failure", "first")))
+    assert writer.stats.dropped_events == (40 - written_failures) + (40 - written_changes)
+    families = {family.name: family for family in monitor_metrics(writer, UnmanagedWatch())}
+    assert list(families["fleet_monitor_events_dropped"].samples) == \
+        [({}, float(writer.stats.dropped_events))]
+    line = summarize([], 0, buffered=0, failed_flushes=1, readings_dropped=0,
+                     events_dropped=writer.stats.dropped_events).line()
+    assert line.endswith(f"| {writer.stats.dropped_events} events dropped (buffer full)")
