@@ -293,8 +293,11 @@ class Monitor:
     async def _flush_loop(self) -> None:
         interval = self.settings.monitor.flush_interval
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+            # lands as the buffer fills (its inner wait already done), and stop() then hangs.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.writer.full.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self.writer.full.wait()
             # Not `count += await flush()`: it would undo a summary's reset made meanwhile.
             written = await self.writer.flush()
             self._written_since_summary += written
