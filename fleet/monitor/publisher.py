@@ -16,11 +16,11 @@ PUBLISH_COALESCE_S = 0.05
 class SnapshotPublisher:
     """Publishes the hosts' newest snapshots every PUBLISH_COALESCE_S at most, when some changed;
     with no subscriber (a headless `fleet monitor`) the changes are held until someone asks
-    (latest(), subscribe(), close())."""
+    (latest(), subscribe(), close()), and run() does not wake for them at all."""
 
     def __init__(self, hosts: Callable[[], Iterable[HostSnapshot]],
                  changed: Iterable[str]) -> None:
-        self.hub = SnapshotHub()
+        self.hub = SnapshotHub(on_subscribe=self._wake_if_held)
         self._hosts = hosts
         self._changed = set(changed)
         self._held = False  # changes run() left unpublished (no subscriber)
@@ -29,7 +29,15 @@ class SnapshotPublisher:
     def changed(self, name: str) -> None:
         """Host `name` has a new snapshot: publish it with the next frame."""
         self._changed.add(name)
-        self._dirty.set()
+        if self.hub.subscribed:
+            self._dirty.set()
+        else:  # nobody to publish to: a wake-up per frame would be spent on nothing
+            self._held = True
+
+    def _wake_if_held(self) -> None:
+        """A subscription starts: changes held meanwhile go out with the next frame."""
+        if self._changed:
+            self._dirty.set()
 
     def publish(self) -> None:
         """Publish every host now, naming those changed since the last publish."""

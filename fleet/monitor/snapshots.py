@@ -23,7 +23,9 @@ class SnapshotHub:
     matter how slow it is: intermediate snapshots are simply skipped.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_subscribe: Callable[[], None] | None = None) -> None:
+        """`on_subscribe` is called as each subscription starts (before its first snapshot)."""
+        self._on_subscribe = on_subscribe
         self._latest: FleetSnapshot | None = None
         self._subscribers: set[_Subscriber] = set()
         self._closed = False
@@ -63,6 +65,8 @@ class SnapshotHub:
         """
         subscriber = _Subscriber()
         self._subscribers.add(subscriber)
+        if self._on_subscribe is not None:
+            self._on_subscribe()
         delivered: FleetSnapshot | None = None
         try:
             while True:
