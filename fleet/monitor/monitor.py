@@ -7,8 +7,9 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from fleet.errors import StorageError
 from fleet.health.hooks import HookRunner

@@ -3,8 +3,9 @@ processes fleet did not start, looked up per host and rebuilt only when a source
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 if TYPE_CHECKING:
     from fleet.health.unmanaged import UnmanagedWatch

@@ -61,9 +61,9 @@ async def serve(port: int, hosts: int, changed: float, stats: Path) -> None:
             # The fake fleet's clock is fixed: keep each sample as fresh as the real monitor's.
             frame = frames[tick % len(frames)]
             now = time.time()
-            fresh = {host.spec.name: replace(host, last_seen=now,
-                                             report=msgspec.structs.replace(host.report,
-                                                                           timestamp=now))
+            fresh = {host.spec.name: msgspec.structs.replace(
+                         host, last_seen=now,
+                         report=msgspec.structs.replace(host.report, timestamp=now))
                      for host in frame.hosts if tick == 0 or host.spec.name in frame.changed}
             yield replace(frame, taken_at=now,
                           hosts=tuple(fresh.get(host.spec.name, host) for host in frame.hosts))

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
+import msgspec
+
 from fleet.errors import AllocationConflict, DispatchError
 from fleet.model import HostSpec
 from fleet.reports import GpuReport, HostReport, ProbeReport, ProcessInfo
@@ -215,11 +217,11 @@ class FakeService:
         hosts = []
         for item in self.snapshot.hosts:
             if item.spec.name == name and gpu_index is None:
-                item = replace(item, drained=drained)
+                item = msgspec.structs.replace(item, drained=drained)
             elif item.spec.name == name:
-                item = replace(item, gpus=tuple(replace(g, drained=drained)
-                                                if g.index == gpu_index else g
-                                                for g in item.gpus))
+                gpus = tuple(msgspec.structs.replace(g, drained=drained)
+                             if g.index == gpu_index else g for g in item.gpus)
+                item = msgspec.structs.replace(item, gpus=gpus)
             hosts.append(item)
         self.push(replace(self.snapshot, hosts=tuple(hosts), changed=frozenset({name})))
 

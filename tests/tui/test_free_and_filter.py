@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import msgspec
 import pytest
 from textual.widgets import Static
@@ -93,7 +91,7 @@ def test_free_only_uses_the_same_definition() -> None:
     only_free = RowFilter("", free_only=True)
     assert only_free.matches(atlas, NOW)
     assert not only_free.matches(boreas, NOW)
-    assert not only_free.matches(replace(atlas, drained=True), NOW)
+    assert not only_free.matches(msgspec.structs.replace(atlas, drained=True), NOW)
 
 
 async def test_host_detail_says_which_gpus_are_free_and_why_not() -> None:
@@ -122,10 +120,10 @@ def test_free_counts_follow_new_snapshots_and_the_sample_age_limit() -> None:
 
 def test_snapshot_facts_are_the_candidates_fields() -> None:
     """What the free count reads of a live GPU is what placement's candidate holds."""
-    lost = replace(gpu("hydra", 0, "NVIDIA L4", 24, None, 0, None, None), drained=True,
-                   drain_reason="fan")
-    lost = replace(lost, reading=msgspec.structs.replace(lost.reading, lost=True))
-    unreported = replace(host("hydra", [lost]), report=None)
+    lost = msgspec.structs.replace(gpu("hydra", 0, "NVIDIA L4", 24, None, 0, None, None),
+                                   drained=True, drain_reason="fan")
+    lost = msgspec.structs.replace(lost, reading=msgspec.structs.replace(lost.reading, lost=True))
+    unreported = msgspec.structs.replace(host("hydra", [lost]), report=None)
     hosts = [h for snapshot in (standard_fleet(), busy_outside_fleet()) for h in snapshot.hosts]
     compared = 0
     for snapshot_host in [*hosts, host("hydra", [lost]), unreported]:

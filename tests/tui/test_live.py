@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
 import pytest
 from rich.text import Text
 
@@ -121,7 +122,7 @@ async def test_a_down_host_shows_its_last_values_dim_and_marked_stale(app: Fleet
             assert util.style == "dim", key
         draco = standard_fleet().host("draco")
         assert draco is not None
-        up_again = replace(draco, state="up", reason=None)
+        up_again = msgspec.structs.replace(draco, state="up", reason=None)
         fake = app.service
         assert isinstance(fake, FakeService)
         fake.push(replace(fake.snapshot, hosts=tuple(up_again if h.spec.name == "draco" else h

@@ -7,6 +7,7 @@ import json
 import time
 from dataclasses import replace
 
+import msgspec
 from aiohttp import web
 
 from fleet.server.stream import Frame, Subscriber
@@ -114,7 +115,7 @@ async def test_a_gpu_gone_from_its_host_is_sent_as_removed_and_comes_back_whole(
     live.gpu_watchers[watcher] = frozenset({"atlas"})
     before = fleet()
     atlas, bolt = before.hosts
-    two_gpus = replace(atlas, gpus=atlas.gpus[:2])  # GPU 2 fell off the bus
+    two_gpus = msgspec.structs.replace(atlas, gpus=atlas.gpus[:2])  # GPU 2 fell off the bus
     live.update(replace(before, hosts=(two_gpus, bolt), changed=frozenset({"atlas"})))
     [frame] = _queued(watcher)
     assert _data(frame) == ("gpus", {"v": 2, "hosts": {"atlas": {"2": None}}})
@@ -157,7 +158,7 @@ async def test_a_host_not_read_yet_keeps_the_gpu_rows_a_page_shows() -> None:
     from fleet.web.site import WebContext, web_app
 
     atlas, bolt = fleet().hosts
-    unread = replace(atlas, state="unknown", report=None, last_seen=None, gpus=())
+    unread = msgspec.structs.replace(atlas, state="unknown", report=None, last_seen=None, gpus=())
     live = LiveRows()
     live.update(FleetSnapshot(NOW, (unread, bolt), frozenset({"atlas", "bolt"})))
     app = web.Application()
