@@ -34,6 +34,11 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 SIDE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
 
+# A bool is bound as the integer SQLite stores for it anyway, through a registered adapter:
+# unregistered, the driver first looks for __conform__ on each bool (not an exact int), raising
+# and clearing an AttributeError, about 1 us a value; the monitor binds one per GPU sample.
+sqlite3.register_adapter(bool, int)
+
 
 def sqlite_url(database: str) -> str:
     """The URL of the SQLite database `database` (a path), as SQLAlchemy renders it: the path

@@ -9,6 +9,7 @@ must come out the same.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,17 @@ def test_the_stdlib_writer_needs_no_returning_clause(tmp_path: Path) -> None:
     inserts = [sql for sql in statements if sql.startswith("INSERT INTO hosts")]
     assert len(inserts) == 3  # alpha, beta, gamma
     assert not [sql for sql in statements if "RETURNING" in sql]
+
+
+def test_a_bool_is_bound_by_a_registered_adapter_as_the_integer_sqlite_stores(
+        tmp_path: Path) -> None:
+    """The monitor binds a bool per GPU sample (`lost`): unregistered, each one costs the driver
+    a failed __conform__ lookup; registered, it is stored exactly as before (integer 0 or 1)."""
+    import db.sqlite  # noqa: F401  (registers the adapter)
+
+    assert sqlite3.adapters.get((bool, sqlite3.PrepareProtocol)) is int
+    with contextlib.closing(sqlite3.connect(tmp_path / "bools.db")) as connection:
+        connection.execute("CREATE TABLE t (lost BOOLEAN)")
+        connection.executemany("INSERT INTO t VALUES (?)", [(True,), (False,)])
+        stored = connection.execute("SELECT typeof(lost), lost FROM t ORDER BY rowid").fetchall()
+    assert stored == [("integer", 1), ("integer", 0)]
