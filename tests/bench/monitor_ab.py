@@ -11,6 +11,7 @@ Prints one line per measurement, then each tree's median and its ratio to the fl
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -45,8 +46,8 @@ def main() -> None:
     args = parser.parse_args()
     trees = [str(tree.resolve()) for tree in args.trees]
     lab = start_lab(args.hosts)
+    work = Path(tempfile.mkdtemp(prefix="fleet-monitor-ab-"))
     try:
-        work = Path(tempfile.mkdtemp(prefix="fleet-monitor-ab-"))
         names = [FLOOR, *trees]
         host_sets = {name: HostSet(lab, args.hosts, work / f"run{n}").write()
                      for n, name in enumerate(names)}
@@ -63,6 +64,7 @@ def main() -> None:
                   f"rounds {[round(value, 3) for value in values]}")
     finally:
         lab.close()
+        shutil.rmtree(work, ignore_errors=True)  # each run's databases and inventories
 
 
 if __name__ == "__main__":

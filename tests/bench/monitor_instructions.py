@@ -112,8 +112,8 @@ def main() -> None:
         sys.exit("monitor_instructions: valgrind is not installed (Debian: apt install valgrind)")
     trees = [tree if tree == FLOOR else str(Path(tree).resolve()) for tree in args.trees]
     lab = start_lab(args.hosts)
+    work = Path(tempfile.mkdtemp(prefix="fleet-monitor-instructions-"))
     try:
-        work = Path(tempfile.mkdtemp(prefix="fleet-monitor-instructions-"))
         host_sets = {tree: HostSet(lab, args.hosts, work / f"run{n}").write()
                      for n, tree in enumerate(trees)}
         taken: dict[str, list[float]] = {tree: [] for tree in trees}
@@ -127,6 +127,7 @@ def main() -> None:
                   f"rounds {[round(value) for value in values]}")
     finally:
         lab.close()
+        shutil.rmtree(work, ignore_errors=True)  # each run's databases and inventories
 
 
 if __name__ == "__main__":
