@@ -289,3 +289,15 @@ def package_version(name: str) -> str | None:
         return version(name)
     except PackageNotFoundError:
         return None
+
+
+def in_turns(names: Sequence[str], rounds: int, measure: Callable[[str], float],
+             unit: str) -> dict[str, list[float]]:
+    """`measure(name)` for every name, `rounds` times, in ABBA order (so the box's drift hits
+    each alike); prints each figure as it comes ("round R: NAME: VALUE UNIT")."""
+    taken: dict[str, list[float]] = {name: [] for name in names}
+    for round_number in range(rounds):
+        for name in names if round_number % 2 == 0 else list(names)[::-1]:
+            taken[name].append(measure(name))
+            print(f"round {round_number}: {name}: {taken[name][-1]:.4g} {unit}", flush=True)
+    return taken

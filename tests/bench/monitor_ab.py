@@ -51,12 +51,8 @@ def main() -> None:
         names = [FLOOR, *trees]
         host_sets = {name: HostSet(lab, args.hosts, work / f"run{n}").write()
                      for n, name in enumerate(names)}
-        taken: dict[str, list[float]] = {name: [] for name in names}
-        for round_number in range(args.rounds):
-            order = names if round_number % 2 == 0 else names[::-1]
-            for name in order:
-                taken[name].append(_measure(name, host_sets[name]))
-                print(f"round {round_number}: {name}: {taken[name][-1]:.4f} ms", flush=True)
+        taken = common.in_turns(names, args.rounds,
+                                lambda name: _measure(name, host_sets[name]), "ms")
         floor = statistics.median(taken[FLOOR])
         for name, values in taken.items():
             median = statistics.median(values)

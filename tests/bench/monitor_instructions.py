@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench.common import fleet_env
+from tests.bench.common import fleet_env, in_turns
 from tests.bench.lab import HostSet, start_lab
 
 FLOOR = "floor"
@@ -116,12 +116,8 @@ def main() -> None:
     try:
         host_sets = {tree: HostSet(lab, args.hosts, work / f"run{n}").write()
                      for n, tree in enumerate(trees)}
-        taken: dict[str, list[float]] = {tree: [] for tree in trees}
-        for round_number in range(args.rounds):
-            for tree in trees if round_number % 2 == 0 else trees[::-1]:
-                taken[tree].append(measure(tree, host_sets[tree]))
-                print(f"round {round_number}: {tree}: {taken[tree][-1]:.0f} k instructions "
-                      "per host-sample", flush=True)
+        taken = in_turns(trees, args.rounds, lambda tree: measure(tree, host_sets[tree]),
+                         "k instructions per host-sample")
         for tree, values in taken.items():
             print(f"{tree}: {statistics.median(values):.0f} k instructions per host-sample; "
                   f"rounds {[round(value) for value in values]}")
