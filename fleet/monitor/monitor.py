@@ -211,8 +211,10 @@ class Monitor:
         now = time.time()
         self._failing.pop(name, None)
         self.writer.add_report(name, report)
-        if previous.report is None:  # its first reading: record its GPUs now, not a flush
-            self.writer.full.set()   # later, so a claim right after start can name them
+        if previous.report is None or previous.state != "up":
+            # Its first reading (record its GPUs now, so that a claim right after start can
+            # name them) or a recovery: written at once, not at the next flush interval.
+            self.writer.due.set()
         self.writer.add_health_changes(self.health.observe(name, "up", None, report, now), now)
         self.writer.add_host_outcome(HostOutcomeIn(name, "up", None, 0, now))
         drains = self.writer.drains
@@ -253,7 +255,8 @@ class Monitor:
                 HostOutcomeIn(name, outcome, reason, self.health.failures(name), now))
             host = self._hosts[name]
             state = self.health.host_state(name) or host.state
-            if state != host.state:
+            if state != host.state:  # the rule decided: written at once, with its event
+                self.writer.due.set()
                 self._update(replace(host, state=state))
 
     def _sync_host_states(self) -> None:
@@ -298,7 +301,7 @@ class Monitor:
             # lands as the buffer fills (its inner wait already done), and stop() then hangs.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
-                    await self.writer.full.wait()
+                    await self.writer.due.wait()
             # Not `count += await flush()`: it would undo a summary's reset made meanwhile.
             written = await self.writer.flush()
             self._written_since_summary += written

@@ -39,8 +39,8 @@ class MonitorSettings:
         3, "a probe silent for this many intervals is restarted", minimum=2, maximum=1000
     )
     flush_interval: float = setting(
-        1.0, "seconds between two database writes of buffered samples", minimum=0.05,
-        maximum=600, duration=True,
+        5.0, "seconds between two database writes of buffered samples (events and host state "
+        "changes are written at once)", minimum=0.05, maximum=600, duration=True,
     )
     flush_rows: int = setting(
         5000, "write at once when this many sample rows are buffered", minimum=1,

@@ -87,7 +87,9 @@ class SampleWriter:
         # Since a write was refused and until one succeeds, the buffer keeps at most
         # backlog_rows rows at any moment (the oldest readings go first, counted).
         self._refused = False
-        self.full = asyncio.Event()
+        # Set when the buffer should be written now rather than at the next flush interval:
+        # it holds flush_rows rows, or something others act on (events, state changes).
+        self.due = asyncio.Event()
 
     async def register_hosts(self, specs: list[HostSpec]) -> list[HostSeed]:
         """Insert or update monitored hosts' rows; returns the stored health state to resume.
@@ -119,7 +121,7 @@ class SampleWriter:
         batch = self._batch
         batch.add_report(host, report)
         if batch.gpu_rows >= self.flush_rows:
-            self.full.set()
+            self.due.set()
         if self._refused and batch.gpu_rows > self.backlog_rows:
             self.stats.dropped_reports += batch.keep_newest(self.backlog_rows)
 
@@ -129,15 +131,18 @@ class SampleWriter:
         self._batch.add_outcome(outcome, self.host_down_after)
 
     def add_event(self, event: EventIn) -> None:
-        """Buffer an event row."""
+        """Buffer an event row, to be written at once (hooks and readers wait for it)."""
         self._batch.events.append(event)
         self._bound_events()
+        self.due.set()
 
     def add_health_changes(self, changes: list[HealthChange], now: float) -> None:
-        """Buffer health rule decisions (states and events, written after the samples' facts)."""
+        """Buffer health rule decisions (states and events, written after the samples' facts),
+        to be written at once."""
         if changes:
             self._batch.health.extend((change, now) for change in changes)
             self._bound_events()
+            self.due.set()
 
     def _bound_events(self) -> None:
         """While writes are refused, keep at most MAX_BACKLOG_EVENTS events and health changes
@@ -177,7 +182,7 @@ class SampleWriter:
         """
         async with self._lock:
             batch, self._batch = self._batch, Batch()
-            self.full.clear()
+            self.due.clear()
             if batch.is_empty():
                 await self._refresh_drains()
                 return 0

@@ -17,54 +17,68 @@ from tests.bench.common import Figure, Measured, Results, log
 # SQLite's own defaults: a checkpoint per 1,000 WAL pages, 2,000 KiB of page cache.
 SQLITE_DEFAULT_AUTOCHECKPOINT = 1000
 SQLITE_DEFAULT_CACHE_KIB = 2000
-FLUSH_MS = 1000  # the monitor's default flush interval: one batch per second of readings
-LONG_FLUSH_READINGS = 5  # `monitor.flush_interval: 5s`: five seconds of readings per transaction
+READING_MS = 1000  # every host and GPU read once a second (monitor.interval's default)
 
 
 def grown_ingest(results: Results, workdir: Path, quick: bool) -> None:
-    """The monitor's 1 s flushes into a file that already holds minutes of every GPU's history."""
+    """The monitor's flushes into a file that already holds minutes of every GPU's history."""
+    from fleet.monitor.settings import MonitorSettings
+
+    per_flush = round(MonitorSettings().flush_interval * 1000 / READING_MS)  # the default
     history_s = 5 * 60 if quick else 20 * 60
     seconds, runs = (20, 2) if quick else (60, 3)
     workdir.mkdir(parents=True, exist_ok=True)
     fresh, gpu_ids, host_ids = _fresh_db(workdir)
     grown = _grown_db(workdir, fresh, len(gpu_ids), history_s)
-    cost: dict[str, list[float]] = {"fleet": [], "defaults": [], "fresh": [], "5s": []}
-    variants = (("fleet", grown, 1), ("defaults", grown, 1), ("fresh", fresh, 1),
-                ("5s", grown, LONG_FLUSH_READINGS))
+    cost: dict[str, list[float]] = {"fleet": [], "defaults": [], "fresh": [], "1s": []}
+    written: dict[str, list[float]] = {variant: [] for variant in cost}
+    variants = (("fleet", grown, per_flush), ("defaults", grown, per_flush),
+                ("fresh", fresh, per_flush), ("1s", grown, 1))
     for _ in range(runs):  # variants interleaved, so drifting load hits all alike
         for variant, source, readings in variants:
             with _sqlite_settings(default=variant == "defaults"):
-                cost[variant].append(_flush_cost(source, workdir / f"{variant}.db", gpu_ids,
-                                                 host_ids, seconds, readings))
+                cpu_us, written_kib = _flush_cost(source, workdir / f"{variant}.db", gpu_ids,
+                                                  host_ids, seconds, readings)
+            cost[variant].append(cpu_us)
+            written[variant].append(written_kib)
     samples = len(gpu_ids)
+
+    def kib(variant: str) -> str:
+        return f"writes {statistics.median(written[variant]) / 1024:.2f} MiB a second"
+
     figure = Figure(
         section="storage", name="GPU sample ingest into a grown database", unit="µs CPU/sample",
         compares=f"db.samples.record_samples, {seconds} s of readings at 1 s ({HOSTS} hosts × "
-                 f"{GPUS_PER_HOST} GPUs = {samples} GPU samples a second), one transaction per "
-                 "second (the monitor's default flush), into a file already holding "
-                 f"{history_s // 60} min of every GPU's history at 1 s: there every GPU's "
-                 "newest (gpu_id, ts) index entries sit on a page of their own, so each sample "
-                 "dirties a 4 KiB page. fleet's SQLite settings (db/sqlite.py) vs SQLite's "
-                 "defaults on the same file, and vs a fresh file (the cost before the index "
-                 "spreads out); CPU of the process (user+sys), the closing checkpoint included",
-        fleet=Measured("fleet's settings, grown file", cost["fleet"]),
+                 f"{GPUS_PER_HOST} GPUs = {samples} GPU samples a second), {per_flush} s of "
+                 "readings per transaction (the monitor's default flush), into a file already "
+                 f"holding {history_s // 60} min of every GPU's history at 1 s: there every "
+                 "GPU's newest (gpu_id, ts) index entries sit on a page of their own, so each "
+                 "flush dirties a 4 KiB page per GPU. fleet's SQLite settings (db/sqlite.py) vs "
+                 "SQLite's defaults on the same file, and vs a fresh file (the cost before the "
+                 "index spreads out); CPU of the process (user+sys), the closing checkpoint "
+                 "included; bytes the process wrote (WAL and checkpoint, /proc/self/io wchar) "
+                 "per second of readings",
+        fleet=Measured("fleet's settings, grown file", cost["fleet"], note=kib("fleet")),
         peers=[Measured("SQLite's defaults, grown file", cost["defaults"],
                         note=f"wal_autocheckpoint {SQLITE_DEFAULT_AUTOCHECKPOINT}, cache_size "
-                             f"-{SQLITE_DEFAULT_CACHE_KIB}"),
+                             f"-{SQLITE_DEFAULT_CACHE_KIB}; {kib('defaults')}"),
                Measured("fleet's settings, fresh file", cost["fresh"],
-                        note="the floor: the same flushes before the history exists")],
-        extra=[Measured(f"fleet's settings, grown file, {LONG_FLUSH_READINGS} s flushes",
-                        cost["5s"], note=f"monitor.flush_interval: {LONG_FLUSH_READINGS}s")],
+                        note=f"the floor: the same flushes before the history exists; "
+                             f"{kib('fresh')}")],
+        extra=[Measured("fleet's settings, grown file, 1 s flushes", cost["1s"],
+                        note=f"monitor.flush_interval: 1s; {kib('1s')}")],
         target="cheaper than SQLite's defaults on the same grown file")
-    ours, defaults, floor = (statistics.median(cost[key]) for key in ("fleet", "defaults",
-                                                                       "fresh"))
+    ours, defaults, floor, each_second = (statistics.median(cost[key]) for key in (
+        "fleet", "defaults", "fresh", "1s"))
     if ours and defaults and floor:
         figure.verdict = (
             f"{ours:.1f} µs per GPU sample: {defaults / ours:.2f}× cheaper than SQLite's "
             f"defaults ({defaults:.1f} µs), {ours / floor:.1f}× a fresh file's {floor:.1f} µs; "
             f"at {GPUS_PER_HOST} GPUs per host {GPUS_PER_HOST * (ours - floor) / 1000:.3f} ms of "
             "writer CPU per host-sample more than the fresh file the monitor figures start from; "
-            f"{statistics.median(cost['5s']):.1f} µs with {LONG_FLUSH_READINGS} s flushes")
+            f"1 s flushes: {each_second:.1f} µs and "
+            f"{statistics.median(written['1s']) / statistics.median(written['fleet']):.1f}× "
+            f"the bytes written ({kib('fleet')} with {per_flush} s flushes)")
     results.add(figure)
 
 
@@ -87,7 +101,7 @@ def _grown_db(workdir: Path, fresh: Path, gpus: int, history_s: int) -> Path:
         stale.unlink()
     shutil.copy(fresh, path)
     started = time.monotonic()
-    first_ts = END_MS - history_s * FLUSH_MS
+    first_ts = END_MS - history_s * READING_MS
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA cache_size=-400000")
@@ -99,7 +113,7 @@ def _grown_db(workdir: Path, fresh: Path, gpus: int, history_s: int) -> Path:
             "SELECT g.id, ? + k.n * ?, (k.n * 7 + g.id * 13) % 101, ((k.n + g.id) % 80) * 1024, "
             "30 + (k.n + g.id) % 50, 100 + (k.n * 11) % 600, (k.n + g.id) % 3, 0 "
             "FROM k CROSS JOIN (SELECT id FROM gpus ORDER BY id) AS g ORDER BY k.n, g.id",
-            (history_s - 1, first_ts, FLUSH_MS))
+            (history_s - 1, first_ts, READING_MS))
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     log(f"grown ingest database: {history_s * gpus:,} GPU samples in "
@@ -124,9 +138,10 @@ def _sqlite_settings(*, default: bool) -> Iterator[None]:
 
 
 def _flush_cost(source: Path, path: Path, gpu_ids: list[int], host_ids: list[int],
-                seconds: int, readings_per_flush: int) -> float:
-    """CPU µs per GPU sample of `seconds` of 1 s readings of every host and GPU into a copy of
-    source, `readings_per_flush` seconds of them per transaction (as the monitor's flushes)."""
+                seconds: int, readings_per_flush: int) -> tuple[float, float]:
+    """CPU µs per GPU sample, and KiB written per second of readings, of `seconds` of 1 s
+    readings of every host and GPU into a copy of source, `readings_per_flush` seconds of them
+    per transaction (as the monitor's flushes)."""
     from db.engine import open_database
     from db.samples import record_samples
     from db.types import GpuSampleIn, HostSampleIn
@@ -138,7 +153,7 @@ def _flush_cost(source: Path, path: Path, gpu_ids: list[int], host_ids: list[int
     for second in range(seconds):
         if second % readings_per_flush == 0:
             batches.append(([], []))
-        ts = END_MS + (second + 1) * FLUSH_MS
+        ts = END_MS + (second + 1) * READING_MS
         host_samples, gpu_samples = batches[-1]
         host_samples += [HostSampleIn(host_id=h, ts=ts, load_1m=1.0, cpu_busy_pct=12.5)
                          for h in host_ids]
@@ -147,7 +162,7 @@ def _flush_cost(source: Path, path: Path, gpu_ids: list[int], host_ids: list[int
                                     power_draw_w=300.0, process_count=1) for g in gpu_ids]
     database = open_database(str(path))
     try:
-        started = time.process_time()
+        started, written_before = time.process_time(), _bytes_written()
         for host_samples, gpu_samples in batches:
             with database.sessionmaker() as session:
                 record_samples(session, host_samples, gpu_samples)
@@ -155,7 +170,15 @@ def _flush_cost(source: Path, path: Path, gpu_ids: list[int], host_ids: list[int
         # WAL copied into the file.
         with database.engine.connect() as connection:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-        spent = time.process_time() - started
+        spent, written = time.process_time() - started, _bytes_written() - written_before
     finally:
         database.close()
-    return 1e6 * spent / (seconds * len(gpu_ids))
+    return 1e6 * spent / (seconds * len(gpu_ids)), written / 1024 / seconds
+
+
+def _bytes_written() -> int:
+    """Bytes this process has passed to write calls so far (/proc/self/io wchar)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise RuntimeError("no wchar line in /proc/self/io")

@@ -31,7 +31,7 @@ from tests.bench.lab import GPUS_PER_HOST, HostSet
 from tests.cluster.netcluster import Cluster
 
 HERE = Path(__file__).resolve().parent
-SETTINGS = "settings:\n  monitor:\n    interval: 1.0\n    flush_interval: 1.0\n"
+SETTINGS = "settings:\n  monitor:\n    interval: 1.0\n"  # flushes: the default
 UP_TIMEOUT_S = 90.0
 # The window starts this long after every host has reported: past the monitor's start-up work
 # (its first housekeeping pass with all hosts up writes each GPU's unmanaged use and one event

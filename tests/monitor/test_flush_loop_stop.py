@@ -38,7 +38,7 @@ async def test_a_cancelled_flush_loop_ends_at_any_point_of_its_pass(
         return 0
 
     monkeypatch.setattr(monitor.writer, "flush", flush)
-    monitor.writer.full.set()  # a full buffer: the wait for it is over at once, every pass
+    monitor.writer.due.set()  # a full buffer: the wait for it is over at once, every pass
     for steps in STEPS:
         loop_task = asyncio.create_task(monitor._flush_loop())
         for _ in range(steps):

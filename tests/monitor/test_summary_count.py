@@ -34,7 +34,7 @@ async def test_a_summary_sent_during_a_flush_counts_no_row_twice(
         return ROWS_PER_FLUSH
 
     monkeypatch.setattr(monitor.writer, "flush", flush)
-    monitor.writer.full.set()  # never cleared: each flush starts as the last one ends
+    monitor.writer.due.set()  # never cleared: each flush starts as the last one ends
     await monitor.start()
     try:
         await wait_until(lambda: len(ticks) >= 12, 20, "monitor summaries")
