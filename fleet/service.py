@@ -58,6 +58,7 @@ class Fleet:
                                               self.dispatch_service.reconcile_tasks)
         self.placement_service.live_snapshot = self.monitor_service.snapshot
         self.health_service = HealthService(self.context)
+        self.health_service.drains_changed = self.monitor_service.refresh_drains
         self.discovery_service = DiscoveryService(self.context)
         self.database_service = DatabaseService(self.context)
         self.usage_service = UsageService(self.context)

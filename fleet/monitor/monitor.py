@@ -323,6 +323,13 @@ class Monitor:
         self._allocations = dict(allocations)
         self._apply_drains()
 
+    async def refresh_drains(self) -> None:
+        """Read the drain flags now and show them (a drain set through this process's services,
+        which places work from these snapshots, must not wait for the next flush)."""
+        await self.writer.refresh_drains()
+        if self.writer.drains != self._applied_drains:
+            self._apply_drains()
+
     def _apply_drains(self) -> None:
         """Put the stored drain flags, the current allocations and unmanaged use on every GPU
         snapshot (on_report builds a new reading's snapshots with them already)."""

@@ -184,7 +184,7 @@ class SampleWriter:
             batch, self._batch = self._batch, Batch()
             self.due.clear()
             if batch.is_empty():
-                await self._refresh_drains()
+                await self.refresh_drains()
                 return 0
             try:
                 # A cancelled caller (Monitor.stop cancels the flush loop) returns only once the
@@ -218,7 +218,8 @@ class SampleWriter:
         self.stats.dropped_events += kept.keep_newest_events(MAX_BACKLOG_EVENTS)
         self._batch = kept
 
-    async def _refresh_drains(self) -> None:
+    async def refresh_drains(self) -> None:
+        """Read the stored drain flags into `drains` (an error is logged: the old ones stay)."""
         try:
             self.drains = await asyncio.to_thread(self._guarded, "read drain flags",
                                                   self._read_drains_only)

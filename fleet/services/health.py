@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from fleet.errors import ConfigError
@@ -21,6 +22,9 @@ class HealthService:
 
     def __init__(self, context: FleetContext) -> None:
         self.context = context
+        # Awaited after a drain flag changes: the running monitor shows it at once (placement
+        # places from its snapshots), not at its next flush.
+        self.drains_changed: Callable[[], Awaitable[None]] | None = None
 
     async def events(
         self,
@@ -105,5 +109,8 @@ class HealthService:
                             f"{'drain' if drained else 'undrain'} {target}")
         who = caller.user if caller is not None else by or getpass.getuser()
         now = self.context.now()
-        return await self.context.write("set the drain flag", lambda session: set_drain(
+        outcome = await self.context.write("set the drain flag", lambda session: set_drain(
             session, target, drained=drained, reason=reason, by=who, now=now))
+        if self.drains_changed is not None:
+            await self.drains_changed()
+        return outcome

@@ -161,6 +161,11 @@ class MonitorService:
         """The monitor's newest snapshot (None when no monitor runs or nothing is seen yet)."""
         return self._monitor.snapshot() if self._monitor is not None else None
 
+    async def refresh_drains(self) -> None:
+        """Show the stored drain flags in the running monitor's snapshots now (if one runs)."""
+        if self._monitor is not None:
+            await self._monitor.refresh_drains()
+
     async def watch(self, pattern: str | None = None, *,
                     settings: Settings | None = None) -> AsyncGenerator[FleetSnapshot, None]:
         """The newest snapshot, then every change (coalesced for slow readers).
