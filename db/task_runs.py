@@ -10,6 +10,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from db.models import Allocation, GpuSample, Task
+from db.sql import SqlReader
 
 
 def mark_checked(session: Session, task_id: int, now: int) -> None:
@@ -53,11 +54,13 @@ def queued_tasks(session: Session) -> list[QueuedTask]:
     return [QueuedTask(*row) for row in rows]
 
 
-def task_sessions(session: Session) -> dict[int, int]:
-    """Running tasks' session ids on their hosts (task id → remote_pid, its wrapper's pid)."""
-    rows = session.execute(select(Task.id, Task.remote_pid).where(
-        Task.state.in_(("starting", "running")), Task.remote_pid.is_not(None)))
-    return {task_id: int(pid) for task_id, pid in rows if pid is not None}
+def task_sessions(reader: SqlReader) -> dict[int, int]:
+    """Running tasks' session ids on their hosts (task id → remote_pid, its wrapper's pid).
+
+    Plain SQL: the monitor's housekeeping reads this every pass."""
+    rows = reader.rows("SELECT id, remote_pid FROM tasks WHERE state IN ('starting', 'running') "
+                       "AND remote_pid IS NOT NULL")
+    return {int(task_id): int(pid) for task_id, pid in rows}
 
 
 def queued_count(session: Session, owner: str) -> int:

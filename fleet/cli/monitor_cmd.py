@@ -58,10 +58,11 @@ def monitor(ctx: click.Context, pattern: str | None, interval: str | None, quiet
 
     def summary(line: MonitorSummary) -> None:
         if options.as_json:
-            import dataclasses
             import json
 
-            click.echo(json.dumps(dataclasses.asdict(line)))
+            # Its fields are plain numbers: vars() is the dict asdict() would deep-copy, every
+            # interval.
+            click.echo(json.dumps(vars(line)))
         elif not quiet:
             click.echo(line.line())
 

@@ -84,7 +84,7 @@ class MonitorService:
         snapshot = monitor.snapshot()
         if snapshot is None:
             return
-        sessions = await self.context.read("read task sessions", task_sessions)
+        sessions = await self.context.query("read task sessions", task_sessions)
         for use in monitor.unmanaged.check(snapshot, sessions):
             monitor.writer.add_event(unmanaged_event(use))
         now_unmanaged = {(host.spec.name, gpu.index): _stored_form(monitor.unmanaged.current(
