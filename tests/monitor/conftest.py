@@ -158,6 +158,16 @@ class TcpRelay:
         self._writers.discard(up_writer)
 
 
+async def relayed(host: MonitoredHost, options: SshOptions) -> tuple[TcpRelay, HostSpec]:
+    """A started TcpRelay in front of `host` (its key pinned in `options`' pinned file for the
+    relay's port); returns it and the spec that reaches the host through it."""
+    relay = TcpRelay(host.spec.port)
+    port = await relay.start()
+    await asyncio.to_thread(pin_host_key, options.pinned_hosts_file, "127.0.0.1", port,
+                            host.host.public_key)
+    return relay, replace(host.spec, port=port)
+
+
 def process_alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie counts as gone: PID 1 reaps lazily here)."""
     try:

@@ -3,9 +3,6 @@ reading (its GPUs), its state changes and their events, any event or health chan
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import replace
-
 from sqlalchemy import func, select
 
 from db.engine import Database
@@ -16,9 +13,8 @@ from fleet.monitor.config import Settings
 from fleet.monitor.monitor import Monitor
 from fleet.monitor.writer import SampleWriter
 from fleet.sim import gpus as sim
-from fleet.ssh.hostkeys import pin_host_key
 from fleet.ssh.options import SshOptions
-from tests.monitor.conftest import GpuHostFactory, TcpRelay, wait_until
+from tests.monitor.conftest import GpuHostFactory, relayed, wait_until
 
 LONG_FLUSH_S = 60.0  # far beyond every wait below: only a due write can land in time
 PROMPT_S = 15.0
@@ -39,13 +35,10 @@ async def test_samples_wait_for_the_flush_and_state_changes_do_not(
     gpu_hosts: GpuHostFactory, database: Database, sim_ssh_options: SshOptions,
     fast_settings: Settings, monitors: list[Monitor],
 ) -> None:
-    host = await gpu_hosts("flaky", sim.idle(2, host="flaky"))
-    relay = TcpRelay(host.spec.port)
-    relay_port = await relay.start()
-    await asyncio.to_thread(pin_host_key, sim_ssh_options.pinned_hosts_file, "127.0.0.1",
-                            relay_port, host.host.public_key)
+    relay, spec = await relayed(await gpu_hosts("flaky", sim.idle(2, host="flaky")),
+                                sim_ssh_options)
     settings = fast_settings.with_values("monitor", flush_interval=LONG_FLUSH_S)
-    monitor = Monitor([replace(host.spec, port=relay_port)], database, sim_ssh_options, settings)
+    monitor = Monitor([spec], database, sim_ssh_options, settings)
     monitors.append(monitor)
     await monitor.start()
     try:

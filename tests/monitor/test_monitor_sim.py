@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from dataclasses import replace
 
 from sqlalchemy import func, select
 
@@ -15,9 +14,8 @@ from fleet.monitor.config import Settings
 from fleet.monitor.monitor import Monitor
 from fleet.sim import gpus as sim
 from fleet.sim.gpus import write_config
-from fleet.ssh.hostkeys import pin_host_key
 from fleet.ssh.options import SshOptions
-from tests.monitor.conftest import GpuHostFactory, TcpRelay, wait_until
+from tests.monitor.conftest import GpuHostFactory, relayed, wait_until
 
 
 def _gpu_samples_per_host(database: Database) -> dict[str, int]:
@@ -97,15 +95,9 @@ async def test_host_down_then_back(
     gpu_hosts: GpuHostFactory, database: Database, sim_ssh_options: SshOptions,
     fast_settings: Settings, monitors: list[Monitor],
 ) -> None:
-    host = await gpu_hosts("flaky", sim.idle(1, host="flaky"))
-    relay = TcpRelay(host.spec.port)
-    relay_port = await relay.start()
-    await asyncio.to_thread(
-        pin_host_key, sim_ssh_options.pinned_hosts_file, "127.0.0.1", relay_port,
-        host.host.public_key,
-    )
-    monitor = Monitor([replace(host.spec, port=relay_port)], database, sim_ssh_options,
-                      fast_settings)
+    relay, spec = await relayed(await gpu_hosts("flaky", sim.idle(1, host="flaky")),
+                                sim_ssh_options)
+    monitor = Monitor([spec], database, sim_ssh_options, fast_settings)
     monitors.append(monitor)
     await monitor.start()
 
