@@ -20,21 +20,22 @@ file can never turn a changed key into a silently pinned one.
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import fcntl
 import hashlib
-import hmac
 import os
-import re
-import struct
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncssh
 from asyncssh.public_key import decode_ssh_public_key, get_default_public_key_algs
 
+from fleet.ssh.known_hosts import (
+    KnownHostsEntry,
+    hosts_match,
+    matching_entries,
+    read_known_hosts,
+)
 from fleet.ssh.options import SshOptions
 
 ACCEPT_NEW_HINT = "--accept-new"
@@ -49,23 +50,6 @@ _PREFERRED_HOST_KEY_ALGS = (
     "rsa-sha2-512",
     "rsa-sha2-256",
 )
-
-
-@dataclass(frozen=True)
-class KnownHostsEntry:
-    """One host-key line of a known_hosts file; `key_blob` is None when the line is malformed."""
-
-    path: Path
-    line: int
-    marker: str | None  # None, "revoked" or "cert-authority"
-    hosts: str
-    key_type: str
-    key_blob: bytes | None
-
-    @property
-    def where(self) -> str:
-        """FILE:LINE of this entry."""
-        return f"{self.path}:{self.line}"
 
 
 def host_field(address: str, port: int) -> str:
@@ -89,91 +73,6 @@ def key_type_name(key: asyncssh.SSHKey) -> str:
     return key.get_algorithm()
 
 
-def _blob_type(blob: bytes) -> str | None:
-    """The key type named inside a public key blob, or None if the blob is not well formed."""
-    if len(blob) < 4:
-        return None
-    (length,) = struct.unpack(">I", blob[:4])
-    if length == 0 or 4 + length > len(blob):
-        return None
-    try:
-        return blob[4 : 4 + length].decode("ascii")
-    except UnicodeDecodeError:
-        return None
-
-
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    """An OpenSSH wildcard (`*`, `?`; everything else literal) as an anchored regex."""
-    parts = (".*" if char == "*" else "." if char == "?" else re.escape(char) for char in pattern)
-    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
-
-
-def _hashed_matches(field: str, name: str) -> bool:
-    """Whether a hashed host field `|1|salt|hash` stands for `name`."""
-    parts = field.split("|")
-    if len(parts) != 4 or parts[1] != "1":
-        return False
-    try:
-        salt = base64.b64decode(parts[2], validate=True)
-        expected = base64.b64decode(parts[3], validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    actual = hmac.new(salt, name.encode("utf-8"), hashlib.sha1).digest()
-    return hmac.compare_digest(actual, expected)
-
-
-def hosts_match(hosts: str, name: str) -> bool:
-    """Whether a known_hosts host field (patterns or one hashed name) matches `name`."""
-    if hosts.startswith("|"):
-        return _hashed_matches(hosts, name.lower())
-    matched = False
-    for raw in hosts.split(","):
-        negated = raw.startswith("!")
-        pattern = raw[1:] if negated else raw
-        if pattern and _pattern_regex(pattern).fullmatch(name):
-            if negated:
-                return False
-            matched = True
-    return matched
-
-
-def _parse_line(path: Path, number: int, text: str) -> KnownHostsEntry | None:
-    """One known_hosts line as an entry; None for blank lines and comments."""
-    stripped = text.strip()
-    if not stripped or stripped.startswith("#"):
-        return None
-    fields = stripped.split()
-    marker: str | None = None
-    if fields[0].startswith("@"):
-        marker = fields[0][1:]
-        fields = fields[1:]
-    hosts = fields[0] if fields else ""
-    if len(fields) < 3:
-        return KnownHostsEntry(path, number, marker, hosts, "", None)
-    key_type = fields[1]
-    try:
-        blob: bytes | None = base64.b64decode(fields[2], validate=True)
-    except (binascii.Error, ValueError):
-        blob = None
-    if blob is not None and _blob_type(blob) != key_type:
-        blob = None
-    return KnownHostsEntry(path, number, marker, hosts, key_type, blob)
-
-
-def read_known_hosts(path: Path) -> list[KnownHostsEntry]:
-    """Every host-key line of a known_hosts file; a missing file has none."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    entries = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        entry = _parse_line(path, number, line)
-        if entry is not None:
-            entries.append(entry)
-    return entries
-
-
 def _describe(entry: KnownHostsEntry) -> str:
     if entry.key_blob is None:
         return f"{entry.where} (malformed line)"
@@ -194,15 +93,11 @@ class HostKeyPolicy:
         self.unreadable: list[str] = []
         for path in [*options.known_hosts_files, options.pinned_hosts_file]:
             try:
-                found = read_known_hosts(path)
+                found = matching_entries(path, self.lookup_name)
             except OSError as exc:
                 self.unreadable.append(f"{path}: {exc.strerror or exc}")
                 continue
-            self.entries.extend(
-                entry
-                for entry in found
-                if entry.marker != "cert-authority" and hosts_match(entry.hosts, self.lookup_name)
-            )
+            self.entries.extend(entry for entry in found if entry.marker != "cert-authority")
         self.rejection: str | None = None
         self.pinned_line: int | None = None
 

@@ -19,7 +19,7 @@ import pytest
 
 from fleet.client.remote import open_remote
 from fleet.errors import FleetError
-from fleet.ssh.hostkeys import read_known_hosts
+from fleet.ssh.known_hosts import read_known_hosts
 from tests.cli.conftest import FleetCli
 from tests.cluster.hosts import ClusterHostSpec, NetnsHost
 from tests.cluster.netcluster import Cluster

@@ -15,7 +15,8 @@ import pytest
 
 from fleet.errors import HostKeyRejected
 from fleet.ssh.connect import connect, fetch_host_key
-from fleet.ssh.hostkeys import HostKeyPolicy, hosts_match, key_fingerprint
+from fleet.ssh.hostkeys import HostKeyPolicy, key_fingerprint
+from fleet.ssh.known_hosts import hosts_match
 from fleet.ssh.options import SshOptions
 from fleet.ssh.run import run_command
 from tests.fixtures.sshserver import SimSshHostFactory

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import asyncssh
 import pytest
 
-from fleet.ssh.hostkeys import read_known_hosts
+from fleet.ssh.known_hosts import read_known_hosts
 from tests.fixtures.sshserver import SshKeys
 from tests.server.conftest import ServeLab, ServeLabFactory
 
