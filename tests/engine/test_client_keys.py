@@ -1,0 +1,90 @@
+"""An inventory's identity file is loaded once per process, not once or more per connection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import asyncssh.connection
+import pytest
+
+from fleet.ssh import client_keys
+from fleet.ssh.client_keys import identity_keypairs
+from fleet.ssh.connect import connect
+from fleet.ssh.options import SshOptions
+from tests.engine.test_ssh_connect import trust
+from tests.fixtures.sshserver import SimSshHostFactory
+
+
+def _counting(
+    monkeypatch: pytest.MonkeyPatch, module: Any, calls: list[object]
+) -> Callable[..., Sequence[asyncssh.SSHKeyPair]]:
+    real = module.load_keypairs
+
+    def load_keypairs(keylist: object, *args: object, **kwargs: object) -> Any:
+        calls.append(keylist)
+        return real(keylist, *args, **kwargs)
+
+    monkeypatch.setattr(module, "load_keypairs", load_keypairs)
+    return real
+
+
+def _from_paths(calls: list[object]) -> list[object]:
+    """The calls that gave asyncssh paths to read (not key pairs already loaded)."""
+    return [
+        keylist
+        for keylist in calls
+        if isinstance(keylist, (str, Path))
+        or (isinstance(keylist, list) and any(isinstance(k, (str, Path)) for k in keylist))
+    ]
+
+
+async def test_connections_share_one_load_of_the_identity_file(
+    sim_ssh_host: SimSshHostFactory,
+    sim_ssh_options: SshOptions,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = await sim_ssh_host("keys-a")
+    second = await sim_ssh_host("keys-b")
+    options = trust(sim_ssh_options, tmp_path, first, second)
+    monkeypatch.setattr(client_keys, "_loaded", {})
+    ours: list[object] = []
+    inside_asyncssh: list[object] = []
+    _counting(monkeypatch, client_keys.asyncssh, ours)
+    _counting(monkeypatch, asyncssh.connection, inside_asyncssh)
+    for handle in (first, second, first):
+        conn = await connect(handle.spec, options)
+        result = await conn.run("echo hi", check=True)
+        assert result.stdout == b"hi\n"
+        conn.close()
+    assert len(ours) == 1, ours
+    assert _from_paths(inside_asyncssh) == [], "asyncssh loaded the key from its path again"
+
+
+def test_a_changed_identity_file_is_loaded_again(tmp_path: Path) -> None:
+    path = tmp_path / "id_ed25519"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(path))
+    loaded = identity_keypairs(str(path))
+    assert identity_keypairs(str(path)) is loaded  # unchanged: the same pairs
+    replacement = asyncssh.generate_private_key("ssh-ed25519")
+    replacement.write_private_key(str(path))
+    (again,) = identity_keypairs(str(path))
+    assert again.public_data == replacement.public_data
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        identity_keypairs(str(path))
+
+
+async def test_a_missing_identity_file_still_fails_the_login_with_its_name(
+    sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path
+) -> None:
+    from fleet.errors import AuthFailed
+
+    handle = await sim_ssh_host("nokey")
+    spec = replace(handle.spec, identity_file=str(tmp_path / "absent_key"))
+    with pytest.raises(AuthFailed, match="absent_key"):
+        await connect(spec, trust(sim_ssh_options, tmp_path, handle))
