@@ -28,22 +28,27 @@ PROBE_MODULES = (
 PYTHON_TOO_OLD_EXIT = 97  # the bootstrap's exit status on a Python older than 3.6
 
 # Runs on the host as `python3 -c BOOTSTRAP`: reads one length-prefixed zlib payload from stdin
-# and executes it. Reading exactly that many bytes (instead of `python3 -` reading to end of
-# file) leaves stdin open, so a streaming probe notices a closed SSH channel as end of file.
+# and executes its program part. Reading exactly that many bytes (instead of `python3 -` reading
+# to end of file) leaves stdin open, so a streaming probe notices a closed SSH channel as end of
+# file. The payload is the program, a NUL, then the modules' sources as data (_fleet_data): only
+# the program is compiled; a source is compiled only when the host has no cached code for it
+# (compiling the sources as string literals cost every probe ~1.2 ms of host CPU).
 BOOTSTRAP = (
     "import sys,zlib;"
     "sys.version_info<(3,6)and("
     'sys.stderr.write("fleet-probe: needs python>=3.6, this is %s\\n"%sys.version.split()[0]),'
     f"sys.exit({PYTHON_TOO_OLD_EXIT}));"
     "r=sys.stdin.buffer;n=int(r.readline());"
-    'exec(compile(zlib.decompress(r.read(n)),"<fleet-probe>","exec"))'
+    "d=zlib.decompress(r.read(n));i=d.index(0);_fleet_data=d[i+1:];"
+    'exec(compile(d[:i],"<fleet-probe>","exec"))'
 )
+PAYLOAD_SEPARATOR = "\0"
 
 # The payload: loads the probe, installs the shipped pynvml as a module, runs the probe's main().
 _PAYLOAD_TEMPLATE = """\
 import sys, types
 
-def _fleet_code(name, source, key):
+def _fleet_code(name, start, end, key):
     # Compiling pynvml costs 60-90 ms per probe; the code object is cached on the host, keyed
     # by the source's hash (computed by the controller: no hashlib import here) and the exact
     # interpreter (cache tag and version), in a 0700 directory of the user's own cache
@@ -63,7 +68,7 @@ def _fleet_code(name, source, key):
         code = None  # no usable cache entry: compile it
     if code is not None:
         return code
-    code = compile(source, filename, "exec")
+    code = compile(_fleet_data[start:end], filename, "exec")  # the source, as UTF-8 bytes
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         partial = path + ".%d.tmp" % os.getpid()
@@ -75,17 +80,17 @@ def _fleet_code(name, source, key):
         sys.stderr.write("fleet-probe: code cache not written: %s\\n" % exc)
     return code
 
-def _fleet_install(name, source, key):
+def _fleet_install(name, start, end, key):
     module = types.ModuleType(name)
     module.__file__ = "<fleet-probe>/" + name + ".py"
     sys.modules[name] = module
-    exec(_fleet_code(name, source, key), module.__dict__)
+    exec(_fleet_code(name, start, end, key), module.__dict__)
     return module
 
 {installs}
 _fleet_probe = sys.modules["fleet_probe_remote"]
 _fleet_cpu_before = _fleet_probe.cpu_mark()  # CPU busy is measured across pynvml's compile
-_fleet_install("pynvml", {pynvml}, {pynvml_key})
+_fleet_install("pynvml", {pynvml_span}, {pynvml_key})
 # Exits without the interpreter's teardown (fleet_probe_cli.exit_now: ~4 ms of host CPU).
 sys.modules["fleet_probe_cli"].exit_now(_fleet_probe.main({args}, _fleet_cpu_before))
 """
@@ -182,19 +187,29 @@ def probe_arguments(
 
 
 def payload_source(arguments: list[str], pynvml_source: str | None = None) -> str:
-    """The Python source the bootstrap executes (uncompressed), for the given probe arguments;
-    `pynvml_source` replaces the shipped (trimmed) pynvml, e.g. by the whole binding."""
+    """What the bootstrap decompresses, as text: the program it compiles and runs (for the given
+    probe arguments), PAYLOAD_SEPARATOR, then the sources the program installs (each module's,
+    then pynvml's), which it reads by byte offset. `pynvml_source` replaces the shipped
+    (trimmed) pynvml, e.g. by the whole binding."""
     shipped, modules = _sources()
     pynvml_shipped = shipped if pynvml_source is None else pynvml_source
+    spans: list[str] = []
+    offset = 0
+    for source in (*(source for _, source in modules), pynvml_shipped):
+        size = len(source.encode("utf-8"))
+        spans.append(f"{offset}, {offset + size}")
+        offset += size
     installs = "\n".join(
-        f"_fleet_install({name!r}, {source!r}, {_code_cache_key(source)!r})"
-        for name, source in modules)
-    return _PAYLOAD_TEMPLATE.format(
+        f"_fleet_install({name!r}, {span}, {_code_cache_key(source)!r})"
+        for (name, source), span in zip(modules, spans[:-1], strict=True))
+    program = _PAYLOAD_TEMPLATE.format(
         installs=installs,
-        pynvml=repr(pynvml_shipped),
+        pynvml_span=spans[-1],
         pynvml_key=repr(_code_cache_key(pynvml_shipped)),
         args=json.dumps(arguments),
     )
+    data = "".join((*(source for _, source in modules), pynvml_shipped))
+    return program + PAYLOAD_SEPARATOR + data
 
 
 def _code_cache_key(source: str) -> str:

@@ -7,9 +7,15 @@
 # remote_proc.py and remote_cli.py, shipped beside it.
 
 import os
-import signal
 import sys
 import time
+
+try:
+    # The C module the signal package wraps: importing `signal` builds its enum classes, 0.8 ms
+    # of host CPU per probe, and the probe only installs three handlers by number.
+    import _signal as signals
+except ImportError:  # an interpreter without it (not CPython)
+    import signal as signals
 
 
 def _beside(name):
@@ -370,7 +376,7 @@ def main(argv, cpu_before=None):
         sys.stderr.write("%s\nfleet-probe: error: %s\n" % (_cli.USAGE, error))
         return 2
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
-        signal.signal(getattr(signal, name), _cli.on_signal)
+        signals.signal(getattr(signals, name), _cli.on_signal)
     out = sys.stdout
     try:
         if args.once:

@@ -98,7 +98,7 @@ def test_program_is_compressed_and_cached() -> None:
     source = zlib.decompress(payload).decode()
     assert source == payload_source(["--once", "--tasks-dir", "~/.fleet/tasks"])
     assert len(payload) * 3 < len(source)
-    assert repr(shipped_pynvml_source()) in source  # trimmed: tests/unit/test_probe_trim.py
+    assert shipped_pynvml_source() in source  # trimmed: tests/unit/test_probe_trim.py
     assert pynvml_source_path().stat().st_size > 4 * len(source)
     assert probe_program("once", None, "~/.fleet/tasks") is program
 
