@@ -1,9 +1,11 @@
-"""An inventory's identity files, loaded once per process and again only when a file changes.
+"""Client keys (an inventory's identity files, the default ~/.ssh/id_*), loaded once per process.
 
-Loading a private key is not cheap: an RSA-3072 key takes ~90 ms of CPU (OpenSSL 3 checks the
-key as it loads it), and asyncssh loads the keys it is given as paths each time it prepares a
-connection. A fan-out to a hundred hosts that all name the same `identity_file` would load it
-a hundred times or more; here it is loaded once and the loaded pairs are handed to asyncssh.
+Loading a private key is not cheap: an RSA-3072 key takes ~85 ms of CPU (OpenSSL 3 checks the
+key as it loads it), and asyncssh loads the keys it is given as paths, or finds by default,
+each time it prepares a connection. A fan-out to a hundred hosts would load the same key a
+hundred times or more; here it is loaded once, and again only when its files change, and the
+loaded pairs are handed to asyncssh (as asyncssh's own documentation advises for a key used
+repeatedly).
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import asyncssh
+from asyncssh.public_key import load_default_keypairs
 
 # What asyncssh reads for one key path: the key, its certificate and its public half.
 _COMPANIONS = ("", "-cert.pub", ".pub")
 
-_loaded: dict[str, tuple[tuple[bytes | None, ...], Sequence[asyncssh.SSHKeyPair]]] = {}
+KeyPairs = Sequence[asyncssh.SSHKeyPair]
+# path -> (the contents it was loaded from, its pairs); ~/.ssh -> (its id_* files, the pairs)
+_loaded: dict[str, tuple[tuple[bytes | None, ...], KeyPairs]] = {}
+_defaults: dict[str, tuple[tuple[tuple[str, bytes | None], ...], KeyPairs]] = {}
 _loaded_lock = threading.Lock()
 
 
@@ -32,7 +38,7 @@ def _contents(path: str) -> tuple[bytes | None, ...]:
     return tuple(found)
 
 
-def identity_keypairs(path: str) -> Sequence[asyncssh.SSHKeyPair]:
+def identity_keypairs(path: str) -> KeyPairs:
     """The key pairs asyncssh loads from identity file `path` (~ expanded; with its
     certificate, if any).
 
@@ -51,4 +57,33 @@ def identity_keypairs(path: str) -> Sequence[asyncssh.SSHKeyPair]:
             return cached[1]
         keypairs = asyncssh.load_keypairs([path])
         _loaded[path] = (contents, keypairs)
+        return keypairs
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:  # gone, a directory, or unreadable: asyncssh skips such a file too
+        return None
+
+
+def default_keypairs() -> KeyPairs:
+    """The key pairs asyncssh loads when nothing names one: the user's ~/.ssh/id_* keys (with
+    their certificates; passphrase-protected ones skipped, as asyncssh does, for the agent).
+
+    The ~/.ssh/id_* files are read on every call; the keys are loaded again only when one of
+    them changed (or HOME did).
+    """
+    directory = Path("~", ".ssh").expanduser()
+    try:
+        candidates = sorted(directory.glob("id_*"))
+    except OSError:
+        candidates = []
+    contents = tuple((path.name, _read(path)) for path in candidates)
+    with _loaded_lock:
+        cached = _defaults.get(str(directory))
+        if cached is not None and cached[0] == contents:
+            return cached[1]
+        keypairs = load_default_keypairs()
+        _defaults[str(directory)] = (contents, keypairs)
         return keypairs

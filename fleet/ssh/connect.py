@@ -13,7 +13,7 @@ import asyncssh
 
 from fleet.errors import AuthFailed, HostError, HostKeyRejected, HostUnreachable
 from fleet.model import HostSpec
-from fleet.ssh.client_keys import identity_keypairs
+from fleet.ssh.client_keys import default_keypairs, identity_keypairs
 from fleet.ssh.hostkeys import (
     HostKeyPolicy,
     PolicyClient,
@@ -117,27 +117,33 @@ def translate_error(
     return HostUnreachable(spec.name, f"{type(exc).__name__} connecting to {where}: {exc}")
 
 
-async def _client_keys(spec: HostSpec) -> object:
-    """The spec's identity file (~ expanded) as loaded key pairs, loaded once per process
-    (fleet.ssh.client_keys); or () for "ssh config, then default keys", resolved by asyncssh."""
-    if not spec.identity_file:
+# ssh config options that choose a host's keys. Where none is set for a host its keys are the
+# defaults (~/.ssh/id_*), loaded once per process; else asyncssh loads what they name.
+_KEY_CONFIG_OPTIONS = ("IdentityFile", "CertificateFile", "IdentitiesOnly")
+
+
+async def _default_keys(config_only: asyncssh.SSHClientConnectionOptions) -> object:
+    """The default keys as loaded pairs (fleet.ssh.client_keys: once per process), or () where
+    the host's ssh config names its keys (asyncssh resolves and loads those per host).
+
+    `config_only` holds what the ssh config says of the host (options built with no keys)."""
+    config = getattr(config_only, "config", None)  # asyncssh's SSHClientConfig for this host
+    if config is None or any(config.get(option) for option in _KEY_CONFIG_OPTIONS):
         return ()
-    return await asyncio.to_thread(identity_keypairs, spec.identity_file)
+    return await asyncio.to_thread(default_keypairs) or ()
 
 
-async def _build_options(
-    spec: HostSpec, options: SshOptions, *, with_keys: bool = True, **extra: object
+async def _construct(
+    spec: HostSpec, options: SshOptions, client_keys: object
 ) -> asyncssh.SSHClientConnectionOptions:
-    """asyncssh options for `spec`: explicit spec values, then ssh config, then defaults.
-
-    Without `with_keys` no client key is loaded (for reading the ssh config's values alone).
-    """
+    """asyncssh options for `spec`: explicit spec values, then ssh config, then defaults;
+    `client_keys` None loads no key (for reading the ssh config's values alone)."""
     prepared = await asyncssh.SSHClientConnectionOptions.construct(
         config=[str(path) for path in options.ssh_config_files],
         host=spec.address,
         port=spec.port,
         username=spec.user if spec.user else (),
-        client_keys=await _client_keys(spec) if with_keys else None,
+        client_keys=client_keys,
         known_hosts=no_known_hosts,
         kex_algs=options.kex_algs,
         encryption_algs=options.encryption_algs,
@@ -146,18 +152,38 @@ async def _build_options(
         keepalive_interval=options.keepalive_interval,
         keepalive_count_max=options.keepalive_count_max,
         encoding=None,
-        **extra,
     )
     return cast(asyncssh.SSHClientConnectionOptions, prepared)
 
 
+async def _build_options(
+    spec: HostSpec,
+    options: SshOptions,
+    config_only: asyncssh.SSHClientConnectionOptions | None = None,
+) -> asyncssh.SSHClientConnectionOptions:
+    """asyncssh options for `spec` with its client keys loaded (the inventory's identity file,
+    else the defaults or what the ssh config names); `config_only`, where the caller has it
+    already, is `_construct(spec, options, None)`."""
+    keys: object
+    if spec.identity_file:
+        keys = await asyncio.to_thread(identity_keypairs, spec.identity_file)
+    else:
+        if config_only is None:
+            config_only = await _construct(spec, options, None)
+        keys = await _default_keys(config_only)
+    return await _construct(spec, options, keys)
+
+
 async def _connect_hop(
-    spec: HostSpec, options: SshOptions, tunnel: asyncssh.SSHClientConnection | None
+    spec: HostSpec,
+    options: SshOptions,
+    tunnel: asyncssh.SSHClientConnection | None,
+    config_only: asyncssh.SSHClientConnectionOptions | None = None,
 ) -> asyncssh.SSHClientConnection:
     """One SSH connection (directly or over `tunnel`), bounded by the handshake deadline."""
     deadline = options.handshake_deadline + _GUARD_SLACK_S
     try:
-        return await asyncio.wait_for(_open_hop(spec, options, tunnel), deadline)
+        return await asyncio.wait_for(_open_hop(spec, options, tunnel, config_only), deadline)
     except TimeoutError as exc:
         raise HostUnreachable(
             spec.name, f"timed out after {deadline:g}s connecting to {_where(spec)}"
@@ -165,12 +191,15 @@ async def _connect_hop(
 
 
 async def _open_hop(
-    spec: HostSpec, options: SshOptions, tunnel: asyncssh.SSHClientConnection | None
+    spec: HostSpec,
+    options: SshOptions,
+    tunnel: asyncssh.SSHClientConnection | None,
+    config_only: asyncssh.SSHClientConnectionOptions | None = None,
 ) -> asyncssh.SSHClientConnection:
     """One SSH connection (directly or over `tunnel`), host key checked by fleet's policy."""
     policy: HostKeyPolicy | None = None
     try:
-        prepared = await _build_options(spec, options)
+        prepared = await _build_options(spec, options, config_only)
         # Keys are looked up for the host really dialled (ssh config may rewrite HostName).
         policy = await asyncio.to_thread(
             HostKeyPolicy, spec.name, prepared.host, prepared.port, options
@@ -223,11 +252,13 @@ def _jump_of(spec: HostSpec, prepared: asyncssh.SSHClientConnectionOptions) -> s
 
 async def _connect_chain(spec: HostSpec, options: SshOptions) -> asyncssh.SSHClientConnection:
     jump: str | None = spec.proxy_jump
+    config_only: asyncssh.SSHClientConnectionOptions | None = None
     if jump is None and options.ssh_config_files:
         try:
-            jump = _jump_of(spec, await _build_options(spec, options, with_keys=False))
+            config_only = await _construct(spec, options, None)
         except (OSError, asyncssh.Error, ValueError) as exc:
             raise AuthFailed(spec.name, f"cannot prepare connection: {exc}") from exc
+        jump = _jump_of(spec, config_only)
     hops = parse_jump(jump, spec.name) if jump else []
     tunnel: asyncssh.SSHClientConnection | None = None
     try:
@@ -239,7 +270,9 @@ async def _connect_chain(spec: HostSpec, options: SshOptions) -> asyncssh.SSHCli
                 raise type(exc)(spec.name, f"jump host {hop.name}: {exc.detail}") from exc
             hop_conn.set_tunnel(tunnel)  # closing a hop closes the hops under it
             tunnel = hop_conn
-        conn = await _connect_hop(replace(spec, proxy_jump=None), options, tunnel)
+        # The target's options as its ssh config gives them are the ones the jump check read
+        # (a hop never changes them): not parsed a second time.
+        conn = await _connect_hop(replace(spec, proxy_jump=None), options, tunnel, config_only)
     except BaseException:
         if tunnel is not None:
             tunnel.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from fleet.ssh.client_keys import identity_keypairs
 from fleet.ssh.connect import connect
 from fleet.ssh.options import SshOptions
 from tests.engine.test_ssh_connect import trust
-from tests.fixtures.sshserver import SimSshHostFactory
+from tests.fixtures.sshserver import SimSshHostFactory, SshKeys
 
 
 def _counting(
@@ -52,6 +53,7 @@ async def test_connections_share_one_load_of_the_identity_file(
     second = await sim_ssh_host("keys-b")
     options = trust(sim_ssh_options, tmp_path, first, second)
     monkeypatch.setattr(client_keys, "_loaded", {})
+    monkeypatch.setattr(client_keys, "_defaults", {})
     ours: list[object] = []
     inside_asyncssh: list[object] = []
     _counting(monkeypatch, client_keys.asyncssh, ours)
@@ -88,3 +90,64 @@ async def test_a_missing_identity_file_still_fails_the_login_with_its_name(
     spec = replace(handle.spec, identity_file=str(tmp_path / "absent_key"))
     with pytest.raises(AuthFailed, match="absent_key"):
         await connect(spec, trust(sim_ssh_options, tmp_path, handle))
+
+
+async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
+    sim_ssh_host: SimSshHostFactory,
+    sim_ssh_options: SshOptions,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ssh_keys: SshKeys,
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    shutil.copy(ssh_keys.private_path, home / ".ssh" / "id_ed25519")
+    shutil.copy(ssh_keys.public_path, home / ".ssh" / "id_ed25519.pub")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    first = await sim_ssh_host("defaults-a")
+    second = await sim_ssh_host("defaults-b")
+    config = tmp_path / "ssh_config"
+    config.write_text("Host elsewhere\n  IdentityFile ~/.ssh/id_other\n")
+    options = replace(trust(sim_ssh_options, tmp_path, first, second), ssh_config_files=(config,))
+    monkeypatch.setattr(client_keys, "_defaults", {})
+    ours = _counting_defaults(monkeypatch, client_keys)
+    inside_asyncssh = _counting_defaults(monkeypatch, asyncssh.connection)
+    for handle in (first, second, first):
+        conn = await connect(replace(handle.spec, identity_file=None), options)
+        assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
+        conn.close()
+    assert ours == [1], "the default keys were not loaded exactly once"
+    assert inside_asyncssh == [], "asyncssh loaded the default keys again"
+
+
+async def test_keys_an_ssh_config_names_are_still_loaded_by_asyncssh(
+    sim_ssh_host: SimSshHostFactory,
+    sim_ssh_options: SshOptions,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ssh_keys: SshKeys,
+) -> None:
+    handle = await sim_ssh_host("configured")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    options = replace(trust(sim_ssh_options, tmp_path, handle), ssh_config_files=(config,))
+    ours = _counting_defaults(monkeypatch, client_keys)
+    conn = await connect(replace(handle.spec, identity_file=None), options)
+    assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
+    conn.close()
+    assert ours == [], "the ssh config's IdentityFile must win over the default keys"
+
+
+def _counting_defaults(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
+    calls: list[int] = []
+    real = module.load_default_keypairs
+
+    def load_default_keypairs(*args: object, **kwargs: object) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "load_default_keypairs", load_default_keypairs)
+    return calls
