@@ -92,25 +92,28 @@ async def test_a_missing_identity_file_still_fails_the_login_with_its_name(
         await connect(spec, trust(sim_ssh_options, tmp_path, handle))
 
 
-async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
-    sim_ssh_host: SimSshHostFactory,
-    sim_ssh_options: SshOptions,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    ssh_keys: SshKeys,
-) -> None:
+@pytest.fixture
+def ssh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HOME with ~/.ssh, no ssh-agent, and no keys loaded before by this process."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
-    shutil.copy(ssh_keys.private_path, home / ".ssh" / "id_ed25519")
-    shutil.copy(ssh_keys.public_path, home / ".ssh" / "id_ed25519.pub")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setattr(client_keys, "_defaults", {})
+    return home
+
+
+async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
+    sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, ssh_keys: SshKeys, ssh_home: Path,
+) -> None:
+    shutil.copy(ssh_keys.private_path, ssh_home / ".ssh" / "id_ed25519")
+    shutil.copy(ssh_keys.public_path, ssh_home / ".ssh" / "id_ed25519.pub")
     first = await sim_ssh_host("defaults-a")
     second = await sim_ssh_host("defaults-b")
     config = tmp_path / "ssh_config"
     config.write_text("Host elsewhere\n  IdentityFile ~/.ssh/id_other\n")
     options = replace(trust(sim_ssh_options, tmp_path, first, second), ssh_config_files=(config,))
-    monkeypatch.setattr(client_keys, "_defaults", {})
     ours = _counting_defaults(monkeypatch, client_keys)
     inside_asyncssh = _counting_defaults(monkeypatch, asyncssh.connection)
     for handle in (first, second, first):
@@ -122,17 +125,12 @@ async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
 
 
 async def test_keys_an_ssh_config_names_are_still_loaded_by_asyncssh(
-    sim_ssh_host: SimSshHostFactory,
-    sim_ssh_options: SshOptions,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    ssh_keys: SshKeys,
+    sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, ssh_keys: SshKeys, ssh_home: Path,
 ) -> None:
     handle = await sim_ssh_host("configured")
     config = tmp_path / "ssh_config"
     config.write_text(f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n")
-    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     options = replace(trust(sim_ssh_options, tmp_path, handle), ssh_config_files=(config,))
     ours = _counting_defaults(monkeypatch, client_keys)
     conn = await connect(replace(handle.spec, identity_file=None), options)
