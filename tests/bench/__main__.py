@@ -1,6 +1,6 @@
 """Runs the benchmark suite and writes docs/bench/latest.{md,json}: `python -m tests.bench`.
 
-    python -m tests.bench            # full: 32/64 namespace hosts, 5 runs (as root; < 15 min)
+    python -m tests.bench            # full: 16/32/64 namespace hosts, 5 runs (as root; ~20 min)
     python -m tests.bench --quick    # development: 8/16 hosts, 2 runs
     python -m tests.bench --only storage --only startup --out /tmp/b
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     sections = args.only or list(SECTIONS)
     quick = args.quick
     runs = args.runs or (2 if quick else 5)
-    counts = args.hosts or ([8, 16] if quick else [32, 64])
+    counts = args.hosts or ([8, 16] if quick else [16, 32, 64])
     monitor_counts = args.monitor_hosts or args.hosts or (
         [8, 16] if quick else list(CURVE_HOSTS))
     results = Results()
