@@ -265,13 +265,13 @@ def machine() -> dict[str, Any]:
                 model = line.split(":", 1)[1].strip()
                 break
     except OSError:
-        pass
+        pass  # no /proc/cpuinfo: the model is reported as "unknown"
     memory = ""
     try:
         first = Path("/proc/meminfo").read_text().splitlines()[0]
         memory = f"{int(first.split()[1]) // 1024 // 1024} GiB"
     except (OSError, IndexError, ValueError):
-        pass
+        pass  # no readable /proc/meminfo: the memory is left out of the report
     return {
         "nproc": os.cpu_count(),
         "cpu_model": model,
