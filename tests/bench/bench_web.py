@@ -70,7 +70,9 @@ async def serve(port: int, hosts: int, changed: float, stats: Path) -> None:
             tick += 1
             await asyncio.sleep(1.0)
 
-    with tempfile.TemporaryDirectory(prefix="fleet-bench-web-") as scratch:
+    # Under the measuring process's scratch directory (the stats file's): this process is
+    # ended by a signal, and that directory is removed by the one that made it.
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-web-", dir=stats.parent) as scratch:
         inventory = Path(scratch) / "inventory.yaml"
         inventory.write_text("hosts: {}\n")
         async with fleet.open(str(Path(scratch) / "fleet.db"), inventory) as service:
@@ -148,7 +150,9 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / CLOCK_TICKS
 
 
-def _browser() -> Any:
+def _browser(scratch: Path) -> Any:
+    """Headless Chromium through the system chromedriver; its temporary files (the
+    singleton-socket directory it leaves behind when ended) go under `scratch`."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -157,7 +161,8 @@ def _browser() -> Any:
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1366,768", "--no-first-run", "--disable-extensions"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    service = Service(CHROMEDRIVER, env={**os.environ, "TMPDIR": str(scratch)})
+    driver = webdriver.Chrome(options=options, service=service)
     driver.set_page_load_timeout(60)
     return driver
 
@@ -235,7 +240,7 @@ def measure(hosts: int, seconds: float, changed: float) -> dict[str, Any]:
     try:
         children.append(_child(["--serve", str(port), "--stats", str(stats), "--hosts",
                                 str(hosts), "--changed", str(changed)]))
-        driver = _browser()
+        driver = _browser(scratch)
         url = f"http://127.0.0.1:{port}/web/"
         driver.get(url)  # warm: chromium's own start, the child's first rows
         floor_path = _floor_tree(url, scratch / "floor")

@@ -192,8 +192,10 @@ def browser(web_lab: Cluster) -> Iterator[Any]:
                          "--no-first-run", "--disable-extensions"):
             options.add_argument(argument)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        # TMPDIR: Chromium's singleton-socket directory (org.chromium.Chromium.*), which it
+        # leaves behind when chromedriver ends it, goes into `scripts`, removed below.
         service = Service(str(network.wrapper(scripts, CHROMEDRIVER)),
-                          port=network.expose_inside())
+                          port=network.expose_inside(), env={**os.environ, "TMPDIR": str(scripts)})
         driver = webdriver.Chrome(options=options, service=service)
         driver.fleet_network = network  # visit() opens a forward for each server it goes to
         driver.set_page_load_timeout(30)
