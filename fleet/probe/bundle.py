@@ -90,7 +90,7 @@ def _fleet_install(name, start, end, key):
 {installs}
 _fleet_probe = sys.modules["fleet_probe_remote"]
 _fleet_cpu_before = _fleet_probe.cpu_mark()  # CPU busy is measured across pynvml's compile
-_fleet_install("pynvml", {pynvml_span}, {pynvml_key})
+{install_pynvml}
 # Exits without the interpreter's teardown (fleet_probe_cli.exit_now: ~4 ms of host CPU).
 sys.modules["fleet_probe_cli"].exit_now(_fleet_probe.main({args}, _fleet_cpu_before))
 """
@@ -193,23 +193,16 @@ def payload_source(arguments: list[str], pynvml_source: str | None = None) -> st
     (trimmed) pynvml, e.g. by the whole binding."""
     shipped, modules = _sources()
     pynvml_shipped = shipped if pynvml_source is None else pynvml_source
-    spans: list[str] = []
+    installed = [*modules, ("pynvml", pynvml_shipped)]  # in the order the data holds them
+    calls: list[str] = []
     offset = 0
-    for source in (*(source for _, source in modules), pynvml_shipped):
-        size = len(source.encode("utf-8"))
-        spans.append(f"{offset}, {offset + size}")
-        offset += size
-    installs = "\n".join(
-        f"_fleet_install({name!r}, {span}, {_code_cache_key(source)!r})"
-        for (name, source), span in zip(modules, spans[:-1], strict=True))
+    for name, source in installed:
+        end = offset + len(source.encode("utf-8"))
+        calls.append(f"_fleet_install({name!r}, {offset}, {end}, {_code_cache_key(source)!r})")
+        offset = end
     program = _PAYLOAD_TEMPLATE.format(
-        installs=installs,
-        pynvml_span=spans[-1],
-        pynvml_key=repr(_code_cache_key(pynvml_shipped)),
-        args=json.dumps(arguments),
-    )
-    data = "".join((*(source for _, source in modules), pynvml_shipped))
-    return program + PAYLOAD_SEPARATOR + data
+        installs="\n".join(calls[:-1]), install_pynvml=calls[-1], args=json.dumps(arguments))
+    return program + PAYLOAD_SEPARATOR + "".join(source for _, source in installed)
 
 
 def _code_cache_key(source: str) -> str:

@@ -11,21 +11,20 @@ repeatedly).
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import asyncssh
 from asyncssh.public_key import load_default_keypairs
 
+from fleet.ssh.file_memo import FileMemo
+
 # What asyncssh reads for one key path: the key, its certificate and its public half.
 _COMPANIONS = ("", "-cert.pub", ".pub")
 
 KeyPairs = Sequence[asyncssh.SSHKeyPair]
-# path -> (the contents it was loaded from, its pairs); ~/.ssh -> (its id_* files, the pairs)
-_loaded: dict[str, tuple[tuple[bytes | None, ...], KeyPairs]] = {}
-_defaults: dict[str, tuple[tuple[tuple[str, bytes | None], ...], KeyPairs]] = {}
-_loaded_lock = threading.Lock()
+_loaded: FileMemo[KeyPairs] = FileMemo()  # by identity file path
+_defaults: FileMemo[KeyPairs] = FileMemo()  # by ~/.ssh, from its id_* files
 
 
 def _contents(path: str) -> tuple[bytes | None, ...]:
@@ -49,15 +48,7 @@ def identity_keypairs(path: str) -> KeyPairs:
     contents = _contents(path)
     if contents[0] is None:
         raise FileNotFoundError(2, "No such file or directory", path)
-    # One load at a time: the hosts of a fan-out all ask at once, and all but the first wait
-    # for its result instead of loading the same key beside it.
-    with _loaded_lock:
-        cached = _loaded.get(path)
-        if cached is not None and cached[0] == contents:
-            return cached[1]
-        keypairs = asyncssh.load_keypairs([path])
-        _loaded[path] = (contents, keypairs)
-        return keypairs
+    return _loaded.get(path, contents, lambda: asyncssh.load_keypairs([path]))
 
 
 def _read(path: Path) -> bytes | None:
@@ -80,10 +71,4 @@ def default_keypairs() -> KeyPairs:
     except OSError:
         candidates = []
     contents = tuple((path.name, _read(path)) for path in candidates)
-    with _loaded_lock:
-        cached = _defaults.get(str(directory))
-        if cached is not None and cached[0] == contents:
-            return cached[1]
-        keypairs = load_default_keypairs()
-        _defaults[str(directory)] = (contents, keypairs)
-        return keypairs
+    return _defaults.get(str(directory), contents, load_default_keypairs)

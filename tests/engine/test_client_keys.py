@@ -15,6 +15,7 @@ import pytest
 from fleet.ssh import client_keys
 from fleet.ssh.client_keys import identity_keypairs
 from fleet.ssh.connect import connect
+from fleet.ssh.file_memo import FileMemo
 from fleet.ssh.options import SshOptions
 from tests.engine.test_ssh_connect import trust
 from tests.fixtures.sshserver import SimSshHostFactory, SshKeys
@@ -52,8 +53,8 @@ async def test_connections_share_one_load_of_the_identity_file(
     first = await sim_ssh_host("keys-a")
     second = await sim_ssh_host("keys-b")
     options = trust(sim_ssh_options, tmp_path, first, second)
-    monkeypatch.setattr(client_keys, "_loaded", {})
-    monkeypatch.setattr(client_keys, "_defaults", {})
+    monkeypatch.setattr(client_keys, "_loaded", FileMemo())
+    monkeypatch.setattr(client_keys, "_defaults", FileMemo())
     ours: list[object] = []
     inside_asyncssh: list[object] = []
     _counting(monkeypatch, client_keys.asyncssh, ours)
@@ -99,7 +100,7 @@ def ssh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (home / ".ssh").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setattr(client_keys, "_defaults", {})
+    monkeypatch.setattr(client_keys, "_defaults", FileMemo())
     return home
 
 
