@@ -1,5 +1,5 @@
-"""Allocations joined with their GPU, host and task, GPU ids looked up by host and index, and
-whether a reservation is due to expire.
+"""Allocations joined with their GPU, host and task, GPU ids and drain flags looked up by host
+and index, and whether a reservation is due to expire.
 
 Plain SQL through a db.sql reader, so `fleet allocations` on an SQLite file loads no
 SQLAlchemy; claims and releases pass `SessionReader(session)` to read in their transaction.
@@ -60,6 +60,29 @@ def gpu_ids_by_index(reader: SqlReader, host: str, indices: Sequence[int]) -> di
             "SELECT gpus.idx, gpus.id FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
             f"WHERE hosts.name = :host AND gpus.idx IN ({placeholders})",
             {**parameters, "host": host}))
+    return found
+
+
+def drains_by_index(reader: SqlReader, host: str, indices: Sequence[int], *,
+                    lock_rows: bool = False) -> dict[int, tuple[str, str | None]]:
+    """index → (what is drained: "host" or "GPU", its reason) for those `indices` of host `host`
+    that are drained now (the host's drain first); the others are left out.
+
+    `lock_rows` (PostgreSQL) reads the rows FOR SHARE: a drain committed meanwhile is seen, and
+    one not yet committed waits for the reader's transaction, so the two are ordered."""
+    lock = " FOR SHARE" if lock_rows else ""
+    found: dict[int, tuple[str, str | None]] = {}
+    for some_indices in chunks(list(dict.fromkeys(indices))):
+        placeholders, parameters = in_list("idx", some_indices)
+        for idx, host_drained, host_reason, gpu_drained, gpu_reason in reader.rows(
+                "SELECT gpus.idx, hosts.drained, hosts.drain_reason, gpus.drained, "
+                "gpus.drain_reason FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
+                f"WHERE hosts.name = :host AND gpus.idx IN ({placeholders}){lock}",
+                {**parameters, "host": host}):  # every row, so that all of them are locked
+            if host_drained:
+                found[idx] = ("host", host_reason)
+            elif gpu_drained:
+                found[idx] = ("GPU", gpu_reason)
     return found
 
 

@@ -102,6 +102,11 @@ class AllocationConflict(FleetError):
     exit_code = 6
 
 
+class GpuDrained(AllocationConflict):
+    """A GPU chosen for a claim, or its host, was drained after placement saw it (exit code 6,
+    as a lost race: placement runs again with the drain in view)."""
+
+
 class PermissionDenied(FleetError):
     """The caller may not do this: someone else's work, or an admin-only action (exit code 8)."""
 

@@ -59,6 +59,7 @@ class Fleet:
         self.placement_service.live_snapshot = self.monitor_service.snapshot
         self.health_service = HealthService(self.context)
         self.health_service.drains_changed = self.monitor_service.refresh_drains
+        self.placement_service.refresh_drains = self.monitor_service.refresh_drains
         self.discovery_service = DiscoveryService(self.context)
         self.database_service = DatabaseService(self.context)
         self.usage_service = UsageService(self.context)

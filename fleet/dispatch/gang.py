@@ -157,7 +157,8 @@ async def _claim_for_gang(context: FleetContext, placement: PlacementService,
 
             async def claim_nodes(result: PlacementResult, limits: UserLimits
                                   ) -> list[Claim] | None:
-                return await try_claim_queued(context, gang_id, partial(attempt, result, limits))
+                return await try_claim_queued(context, placement, gang_id,
+                                              partial(attempt, result, limits))
 
             return await wait_and_claim_nodes(
                 context, placement, request.placement, gang_id, owner, claim_nodes,
@@ -197,6 +198,7 @@ async def _claim_now(context: FleetContext, placement: PlacementService,
             claims = await context.call("claim the gang's GPUs", partial(attempt, result, limits))
         except AllocationConflict as exc:
             conflicts.append(str(exc))
+            await placement.drain_seen_by_claim(exc)
             await asyncio.sleep(rng.uniform(*RETRY_PAUSE_S))
             continue
         return [replace(claims[0], placement=result, attempts=number), *claims[1:]]

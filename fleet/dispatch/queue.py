@@ -185,7 +185,7 @@ async def wait_and_claim(
 
     async def claim_one(result: PlacementResult, limits: UserLimits) -> list[Claim] | None:
         assert result.host is not None
-        taken = await _try_claim(context, partial(claim, limits=limits), result.host,
+        taken = await _try_claim(context, placement, partial(claim, limits=limits), result.host,
                                  result.gpu_indices, task_id, owner)
         return None if taken is None else [taken]
 
@@ -269,20 +269,22 @@ async def wait_and_claim_nodes(
         interval = min(interval * 1.5, MAX_POLL_S)
 
 
-async def _try_claim(context: FleetContext, claim: Callable[..., Claim], host: str,
+async def _try_claim(context: FleetContext, placement: PlacementService,
+                     claim: Callable[..., Claim], host: str,
                      indices: tuple[int, ...], task_id: int, owner: str) -> Claim | None:
     """queued → placing, then claim; back to queued if another claim won the race (or the
     owner's other claims reached their limit meanwhile)."""
     database = context.database
-    taken = await try_claim_queued(context, task_id, lambda: [claim(
+    taken = await try_claim_queued(context, placement, task_id, lambda: [claim(
         database, host, indices, kind="task", owner=owner, task_id=task_id)])
     return None if taken is None else taken[0]
 
 
-async def try_claim_queued(context: FleetContext, task_id: int,
+async def try_claim_queued(context: FleetContext, placement: PlacementService, task_id: int,
                            attempt: Callable[[], list[Claim]]) -> list[Claim] | None:
     """Move the task queued → placing and run `attempt` (a claim, in a thread); back to
-    queued, returning None, when it lost a race or met the owner's limit."""
+    queued, returning None, when it lost a race, met a drain placement had not seen yet (now
+    shown to placement) or met the owner's limit."""
     database = context.database
     moved = await asyncio.to_thread(records.set_fields, database, task_id,
                                     from_states=("queued",), state="placing")
@@ -290,7 +292,9 @@ async def try_claim_queued(context: FleetContext, task_id: int,
         raise DispatchError(f"task {task_id} left the queue (cancelled by another process?)")
     try:
         return await asyncio.to_thread(attempt)
-    except (AllocationConflict, LimitReached):  # a race lost, or the owner's limit reached
+    except (AllocationConflict, LimitReached) as exc:  # a race lost, or a limit reached
         await asyncio.to_thread(records.set_fields, database, task_id,
                                 from_states=("placing",), state="queued")
+        if isinstance(exc, AllocationConflict):
+            await placement.drain_seen_by_claim(exc)
         return None

@@ -7,14 +7,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from db.allocation_details import allocation_details, gpu_ids_by_index
+from db.allocation_details import allocation_details, drains_by_index, gpu_ids_by_index
 from db.allocations import claim_gpus, expire_reservations
 from db.engine import Database
 from db.errors import AllocationConflict as DbAllocationConflict
 from db.errors import OverLimit
 from db.sql import SessionReader
 from db.types import AllocationKind
-from fleet.errors import AllocationConflict, DispatchError
+from fleet.errors import AllocationConflict, DispatchError, GpuDrained
+from fleet.placement.free import drained_text
 from fleet.placement.limits import LimitReached, UserLimits, over_gpu_limit
 from fleet.placement.place import PlacementResult
 
@@ -71,8 +72,9 @@ def claim(
 
     Expired reservations are released first (in the same transaction), so an expired hold never
     blocks a claim. Raises fleet.errors.AllocationConflict naming the GPUs another claim holds
-    (checked, or refused by the database's unique index when two processes race), and
-    DispatchError when the database does not know one of the GPUs.
+    (checked, or refused by the database's unique index when two processes race), GpuDrained
+    (an AllocationConflict) when one of the GPUs or the host is drained now, and DispatchError
+    when the database does not know one of the GPUs.
     """
     moment = int(now if now is not None else time.time())
     indices = sorted(set(gpu_indices))
@@ -91,6 +93,7 @@ def claim(
             unknown = [index for index in indices if index not in ids]
             if unknown:
                 raise DispatchError(f"{host} has no GPU {unknown} in the database")
+            refuse_drained(session, host, indices)
             gpu_ids = [ids[index] for index in indices]
             allocation_ids = claim_gpus(session, gpu_ids, kind=kind, owner=owner, now=moment,
                                         task_id=task_id, note=note, expires_at=expires_at,
@@ -117,6 +120,17 @@ def claim(
     )
 
 
+def refuse_drained(session: Session, host: str, indices: Sequence[int]) -> None:
+    """GpuDrained when one of these GPUs of `host`, or the host, is drained in the claim's own
+    transaction: a drain written by another process since placement read its view (a running
+    monitor's reaches it only at its next flush) still keeps the work off."""
+    drains = drains_by_index(SessionReader(session), host, indices,
+                             lock_rows=session.get_bind().dialect.name == "postgresql")
+    if drains:
+        what, reason = drains[min(drains)]
+        raise GpuDrained(f"{host} GPU {sorted(drains)}: {drained_text(what, reason)}")
+
+
 def claim_gang(
     database: Database,
     nodes: Sequence[tuple[str, Sequence[int]]],
@@ -129,7 +143,7 @@ def claim_gang(
 
     `task_ids(session)` gives each rank's task id in the same transaction (it creates the
     gang's other members there), so a lost race leaves neither allocations nor member rows.
-    The owner's GPU limit counts the whole gang. Errors as for `claim`.
+    The owner's GPU limit counts the whole gang. Errors as for `claim` (drains included).
     """
     moment = int(time.time())
     claims: list[Claim] = []
@@ -149,6 +163,7 @@ def claim_gang(
                 unknown = [index for index in indices if index not in ids]
                 if unknown:
                     raise DispatchError(f"{host} has no GPU {unknown} in the database")
+                refuse_drained(session, host, indices)
                 gpu_ids = [ids[index] for index in indices]
                 allocation_ids = claim_gpus(session, gpu_ids, kind="task", owner=owner,
                                             now=moment, task_id=task_id,

@@ -44,8 +44,13 @@ def host_unavailable(host: HostCandidate) -> list[str]:
         detail = f" ({host.reason})" if host.reason else ""
         reasons.append(f"host is {host.state}{detail}")
     if host.drained:
-        reasons.append("host drained" + (f": {host.drain_reason}" if host.drain_reason else ""))
+        reasons.append(drained_text("host", host.drain_reason))
     return reasons
+
+
+def drained_text(what: str, reason: str | None) -> str:
+    """How a drain reads in reasons: "host drained: rack move", "GPU drained" (no reason)."""
+    return f"{what} drained" + (f": {reason}" if reason else "")
 
 
 def gpu_unavailable(gpu: GpuFacts, allocation: AllocationInfo | None, now: float, *,
@@ -58,7 +63,7 @@ def gpu_unavailable(gpu: GpuFacts, allocation: AllocationInfo | None, now: float
     elif gpu.state != "ok":
         reasons.append(f"GPU state {gpu.state}")
     if gpu.drained:
-        reasons.append("GPU drained" + (f": {gpu.drain_reason}" if gpu.drain_reason else ""))
+        reasons.append(drained_text("GPU", gpu.drain_reason))
     if allocation is not None:
         reasons.append(describe_allocation(allocation))
     if gpu.sampled_at is None:

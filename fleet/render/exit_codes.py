@@ -23,7 +23,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_STORAGE, "storage: the database cannot be opened, migrated or written; serve, "
                    "monitor: lost the lead or the recorder lock"),
     (EXIT_DISPATCH, "dispatch: the task could not start, or was lost; a refused release"),
-    (EXIT_CONFLICT, "allocation conflict"),
+    (EXIT_CONFLICT, "allocation conflict: a GPU is held already, or was drained meanwhile"),
     (EXIT_NO_PLACEMENT, "no GPU fits the request (with --wait: the queue timeout passed); over "
                         "a limit"),
     (EXIT_NOT_PERMITTED, "not permitted: someone else's task/reservation, or admin-only (serve)"),

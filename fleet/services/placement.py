@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from fleet.errors import AllocationConflict, DispatchError, NoPlacement
+from fleet.errors import AllocationConflict, DispatchError, GpuDrained, NoPlacement
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -48,6 +48,15 @@ class PlacementService:
         self.host_service = hosts
         # The in-process monitor's newest snapshot (set once the monitor service exists).
         self.live_snapshot: Callable[[], FleetSnapshot | None] | None = None
+        # Shows the stored drain flags in that monitor's snapshots now (set with it).
+        self.refresh_drains: Callable[[], Awaitable[None]] | None = None
+
+    async def drain_seen_by_claim(self, error: AllocationConflict) -> None:
+        """After a claim refused a drained GPU (GpuDrained), puts the stored drains in the live
+        view before placement runs again, which would otherwise pick it until the monitor's
+        next flush; other conflicts change nothing."""
+        if isinstance(error, GpuDrained) and self.refresh_drains is not None:
+            await self.refresh_drains()
 
     async def candidates(
         self,
@@ -141,8 +150,9 @@ class PlacementService:
         With `limits` (the owner's), LimitReached (exit 7) when the claim would put the owner
         over their GPU limit.
 
-        When another process claims one of the chosen GPUs first, placement runs again on fresh
-        allocation data (ties broken at random so racers spread out), at most `attempts` times.
+        When another process claims one of the chosen GPUs first, or drained it since placement
+        saw it, placement runs again on fresh allocation data and drains (ties broken at random
+        so racers spread out), at most `attempts` times.
         Raises NoPlacement (exit code 7) with the explanation when nothing fits, DispatchError
         when every attempt lost its race.
         """
@@ -167,7 +177,8 @@ class PlacementService:
                     note=note, expires_at=expires_at, limits=limits))
             except AllocationConflict as exc:
                 conflicts.append(str(exc))
-                snapshot = None  # the snapshot's allocations are what just proved stale
+                snapshot = None  # the snapshot's allocations (or drains) just proved stale
+                await self.drain_seen_by_claim(exc)
                 await asyncio.sleep(rng.uniform(*RETRY_PAUSE_S))
                 continue
             return replace(claimed, placement=result, attempts=attempt)
