@@ -1,4 +1,5 @@
-"""Client keys (an inventory's identity files, the default ~/.ssh/id_*), loaded once per process.
+"""Client keys (an inventory's identity files, those an ssh config names, the default
+~/.ssh/id_*), loaded once per process.
 
 Loading a private key is not cheap: an RSA-3072 key takes ~85 ms of CPU (OpenSSL 3 checks the
 key as it loads it), and asyncssh loads the keys it is given as paths, or finds by default,
@@ -25,6 +26,7 @@ _COMPANIONS = ("", "-cert.pub", ".pub")
 KeyPairs = Sequence[asyncssh.SSHKeyPair]
 _loaded: FileMemo[KeyPairs] = FileMemo()  # by identity file path
 _defaults: FileMemo[KeyPairs] = FileMemo()  # by ~/.ssh, from its id_* files
+_configured: FileMemo[KeyPairs] = FileMemo()  # by (IdentityFile paths, IdentitiesOnly)
 
 
 def _contents(path: str) -> tuple[bytes | None, ...]:
@@ -49,6 +51,20 @@ def identity_keypairs(path: str) -> KeyPairs:
     if contents[0] is None:
         raise FileNotFoundError(2, "No such file or directory", path)
     return _loaded.get(path, contents, lambda: asyncssh.load_keypairs([path]))
+
+
+def config_keypairs(paths: Sequence[str], identities_only: bool) -> KeyPairs:
+    """The key pairs asyncssh loads from the IdentityFile paths a host's ssh config names
+    (tokens already expanded), with asyncssh's own call and arguments for them: encrypted keys
+    are skipped (left to the agent), and with IdentitiesOnly a public key alone is not taken
+    for an agent key. Missing files are asyncssh's to report, as before.
+
+    The files are read on every call; the keys are loaded again only when one of them changed.
+    """
+    expanded = tuple(os.path.expanduser(path) for path in paths)
+    contents = tuple(_contents(path) for path in expanded)
+    return _configured.get((expanded, identities_only), contents, lambda: asyncssh.load_keypairs(
+        list(expanded), None, (), identities_only, True))
 
 
 def _read(path: Path) -> bytes | None:

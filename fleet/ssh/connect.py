@@ -13,7 +13,7 @@ import asyncssh
 
 from fleet.errors import AuthFailed, HostError, HostKeyRejected, HostUnreachable
 from fleet.model import HostSpec
-from fleet.ssh.client_keys import default_keypairs, identity_keypairs
+from fleet.ssh.client_keys import config_keypairs, default_keypairs, identity_keypairs
 from fleet.ssh.hostkeys import (
     HostKeyPolicy,
     PolicyClient,
@@ -118,17 +118,27 @@ def translate_error(
 
 
 # ssh config options that choose a host's keys. Where none is set for a host its keys are the
-# defaults (~/.ssh/id_*), loaded once per process; else asyncssh loads what they name.
+# defaults (~/.ssh/id_*); IdentityFile keys are loaded here too; both once per process. With a
+# CertificateFile asyncssh pairs keys and certificates itself, per connection.
 _KEY_CONFIG_OPTIONS = ("IdentityFile", "CertificateFile", "IdentitiesOnly")
 
 
-async def _default_keys(config_only: asyncssh.SSHClientConnectionOptions) -> object:
-    """The default keys as loaded pairs (fleet.ssh.client_keys: once per process), or () where
-    the host's ssh config names its keys (asyncssh resolves and loads those per host).
+async def _unnamed_keys(config_only: asyncssh.SSHClientConnectionOptions) -> object:
+    """The keys the inventory does not name, as loaded pairs (fleet.ssh.client_keys: once per
+    process): what the host's ssh config names, else the defaults; () where asyncssh is to
+    resolve and load them for the host itself (a CertificateFile, or IdentitiesOnly with no
+    IdentityFile, or config keys that all were skipped).
 
     `config_only` holds what the ssh config says of the host (options built with no keys)."""
     config = getattr(config_only, "config", None)  # asyncssh's SSHClientConfig for this host
-    if config is None or any(config.get(option) for option in _KEY_CONFIG_OPTIONS):
+    if config is None or config.get("CertificateFile"):
+        return ()
+    identity_files = config.get("IdentityFile")
+    if identity_files:
+        return await asyncio.to_thread(
+            config_keypairs, [str(path) for path in identity_files],
+            bool(config.get("IdentitiesOnly"))) or ()
+    if any(config.get(option) for option in _KEY_CONFIG_OPTIONS):
         return ()
     return await asyncio.to_thread(default_keypairs) or ()
 
@@ -170,7 +180,7 @@ async def _build_options(
     else:
         if config_only is None:
             config_only = await _construct(spec, options, None)
-        keys = await _default_keys(config_only)
+        keys = await _unnamed_keys(config_only)
     return await _construct(spec, options, keys)
 
 
@@ -231,7 +241,8 @@ async def _open_hop(
             f"permission denied for user {user} at {_where(spec)} (offered: {keys})",
         ) from exc
     except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
-        raise AuthFailed(spec.name, f"cannot load identity {spec.identity_file}: {exc}") from exc
+        named = spec.identity_file or "named by the ssh config"
+        raise AuthFailed(spec.name, f"cannot load identity {named}: {exc}") from exc
     except FileNotFoundError as exc:
         if policy is None:
             raise AuthFailed(spec.name, f"cannot load identity: {exc}") from exc

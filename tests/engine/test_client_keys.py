@@ -1,4 +1,5 @@
-"""An inventory's identity file is loaded once per process, not once or more per connection."""
+"""Client keys (an inventory's identity file, what an ssh config names, the defaults) are
+loaded once per process, not once or more per connection."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import asyncssh
 import asyncssh.connection
 import pytest
 
+from fleet.errors import AuthFailed
 from fleet.ssh import client_keys
 from fleet.ssh.client_keys import identity_keypairs
 from fleet.ssh.connect import connect
@@ -85,8 +87,6 @@ def test_a_changed_identity_file_is_loaded_again(tmp_path: Path) -> None:
 async def test_a_missing_identity_file_still_fails_the_login_with_its_name(
     sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path
 ) -> None:
-    from fleet.errors import AuthFailed
-
     handle = await sim_ssh_host("nokey")
     spec = replace(handle.spec, identity_file=str(tmp_path / "absent_key"))
     with pytest.raises(AuthFailed, match="absent_key"):
@@ -125,19 +125,71 @@ async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
     assert inside_asyncssh == [], "asyncssh loaded the default keys again"
 
 
-async def test_keys_an_ssh_config_names_are_still_loaded_by_asyncssh(
+async def test_keys_an_ssh_config_names_are_loaded_once_instead_of_the_defaults(
     sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, ssh_keys: SshKeys, ssh_home: Path,
 ) -> None:
-    handle = await sim_ssh_host("configured")
+    first = await sim_ssh_host("configured-a")
+    second = await sim_ssh_host("configured-b")
     config = tmp_path / "ssh_config"
-    config.write_text(f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n")
+    config.write_text(f"Host {first.spec.address}\n  IdentityFile {ssh_keys.private_path}\n")
+    options = replace(trust(sim_ssh_options, tmp_path, first, second), ssh_config_files=(config,))
+    monkeypatch.setattr(client_keys, "_configured", FileMemo())
+    defaults = _counting_defaults(monkeypatch, client_keys)
+    ours: list[object] = []
+    inside_asyncssh: list[object] = []
+    _counting(monkeypatch, client_keys.asyncssh, ours)
+    _counting(monkeypatch, asyncssh.connection, inside_asyncssh)
+    for handle in (first, second, first):  # both answer at the same address: one Host block
+        conn = await connect(replace(handle.spec, identity_file=None), options)
+        assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
+        conn.close()
+    assert defaults == [], "the ssh config's IdentityFile must win over the default keys"
+    assert ours == [[str(ssh_keys.private_path)]], "the configured key was not loaded once"
+    assert _from_paths(inside_asyncssh) == [], "asyncssh loaded the key from its path again"
+
+
+def test_configured_keys_load_as_asyncssh_loads_them(tmp_path: Path) -> None:
+    """Encrypted keys are skipped (left to the agent); with IdentitiesOnly an IdentityFile
+    holding a public key (an agent key's) is skipped, without it refused; an edited file is
+    loaded again; a missing one is an error."""
+    plain = tmp_path / "id_plain"
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(plain))
+    locked = tmp_path / "id_locked"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(
+        str(locked), format_name="pkcs8-pem", passphrase="secret")  # no bcrypt needed
+    public_only = tmp_path / "id_agent.pub"
+    asyncssh.generate_private_key("ssh-ed25519").write_public_key(str(public_only))
+    paths = [str(plain), str(locked)]
+    (loaded,) = client_keys.config_keypairs(paths, False)
+    assert loaded.public_data == key.public_data
+    assert client_keys.config_keypairs(paths, False)[0] is loaded  # unchanged: kept
+    assert len(client_keys.config_keypairs([str(plain), str(public_only)], True)) == 1
+    with pytest.raises(asyncssh.KeyImportError):
+        client_keys.config_keypairs([str(plain), str(public_only)], False)
+    replacement = asyncssh.generate_private_key("ssh-ed25519")
+    replacement.write_private_key(str(plain))
+    assert client_keys.config_keypairs(paths, False)[0].public_data == replacement.public_data
+    with pytest.raises(FileNotFoundError):
+        client_keys.config_keypairs([str(tmp_path / "absent")], False)
+
+
+async def test_a_certificate_file_leaves_the_host_s_keys_to_asyncssh(
+    sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, ssh_keys: SshKeys, ssh_home: Path,
+) -> None:
+    """asyncssh pairs a CertificateFile with the keys itself; fleet does not preload them."""
+    handle = await sim_ssh_host("certified")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n"
+                      f"  CertificateFile {tmp_path / 'no-such-cert.pub'}\n")
     options = replace(trust(sim_ssh_options, tmp_path, handle), ssh_config_files=(config,))
-    ours = _counting_defaults(monkeypatch, client_keys)
-    conn = await connect(replace(handle.spec, identity_file=None), options)
-    assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
-    conn.close()
-    assert ours == [], "the ssh config's IdentityFile must win over the default keys"
+    ours: list[object] = []
+    _counting(monkeypatch, client_keys.asyncssh, ours)
+    with pytest.raises(AuthFailed, match="no-such-cert"):
+        await connect(replace(handle.spec, identity_file=None), options)
+    assert ours == []
 
 
 def _counting_defaults(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
