@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import threading
 from pathlib import Path
 
@@ -19,16 +17,13 @@ from db.sql import SessionReader
 from db.tasks import create_task
 from fleet.errors import AllocationConflict, GpuDrained, NoPlacement
 from fleet.health.drain import set_drain
-from fleet.inventory import Inventory
 from fleet.placement.claim import claim, claim_gang, refuse_drained
 from fleet.placement.request import PlacementRequest
-from fleet.service import Fleet
-from fleet.service import open_database as open_fleet_database
 from fleet.sim.build import SimTools
 from fleet.ssh.options import SshOptions
 from tests.fixtures.sshserver import SimSshHostFactory
 from tests.placement.conftest import Seeded
-from tests.services.test_one_way_in import _gpu_host
+from tests.services.test_drain_live import monitored_box
 
 
 def _drain(database: Database, target: str, reason: str | None, drained: bool = True) -> None:
@@ -115,22 +110,9 @@ async def test_placement_learns_a_drain_its_live_view_missed_from_the_refused_cl
     """A running monitor reads drains written by another process at its next flush; a claim in
     between is refused, the live view is refreshed, and placement runs again without the
     host (here: nothing else fits)."""
-    box = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "box", 2)
-    inventory = Inventory(hosts=(box.spec,), path=None, groups={}, settings={},
-                          settings_line=None)
-    db_path = str(tmp_path / "fleet.db")
-    fleet = Fleet(open_fleet_database(db_path), inventory,
-                  dataclasses.replace(sim_ssh_options, accept_new=True))
-    settings = fleet.monitor_settings().with_values("monitor", interval=0.2, flush_interval=600)
-    other_process = open_database(f"sqlite:///{db_path}", migrate=False)
+    fleet = await monitored_box(tmp_path, sim_ssh_host, sim_tools, sim_ssh_options)
+    other_process = open_database(f"sqlite:///{tmp_path / 'fleet.db'}", migrate=False)
     try:
-        await fleet.monitor_service.start_monitor(settings=settings)
-        async with asyncio.timeout(30):
-            while True:
-                snapshot = fleet.monitor_service.snapshot()
-                if snapshot is not None and len(snapshot.hosts[0].gpus) == 2:
-                    break
-                await asyncio.sleep(0.1)
         _drain(other_process, "box", "rack move")
         view = fleet.monitor_service.snapshot()
         assert view is not None and not view.hosts[0].drained  # the live view missed it

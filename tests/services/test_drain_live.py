@@ -24,15 +24,16 @@ def _drains(snapshot: FleetSnapshot | None) -> tuple[str | None, dict[int, str |
             {gpu.index: gpu.drain_reason for gpu in host.gpus if gpu.drained})
 
 
-async def test_drains_show_in_the_live_snapshot_without_waiting_for_a_flush(
-        tmp_path: Path, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools,
-        sim_ssh_options: SshOptions) -> None:
+async def monitored_box(tmp_path: Path, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools,
+                        sim_ssh_options: SshOptions) -> Fleet:
+    """A Fleet on tmp_path/fleet.db whose monitor watches one simulated 2-GPU host "box" and has
+    read both GPUs; it never flushes in a test's time (only a refresh shows a stored drain).
+    The caller stops the monitor and closes the Fleet."""
     box = await _gpu_host(sim_ssh_host, sim_tools, tmp_path, "box", 2)
     inventory = Inventory(hosts=(box.spec,), path=None, groups={}, settings={},
                           settings_line=None)
     fleet = Fleet(open_database(str(tmp_path / "fleet.db")), inventory,
                   dataclasses.replace(sim_ssh_options, accept_new=True))
-    # No flush in the test's time: only the drain's own refresh can show it.
     settings = fleet.monitor_settings().with_values("monitor", interval=0.2, flush_interval=600)
     try:
         await fleet.monitor_service.start_monitor(settings=settings)
@@ -40,8 +41,19 @@ async def test_drains_show_in_the_live_snapshot_without_waiting_for_a_flush(
             while True:
                 snapshot = fleet.monitor_service.snapshot()
                 if snapshot is not None and len(snapshot.hosts[0].gpus) == 2:
-                    break
+                    return fleet
                 await asyncio.sleep(0.1)
+    except BaseException:
+        await fleet.monitor_service.stop_monitor()
+        fleet.close()
+        raise
+
+
+async def test_drains_show_in_the_live_snapshot_without_waiting_for_a_flush(
+        tmp_path: Path, sim_ssh_host: SimSshHostFactory, sim_tools: SimTools,
+        sim_ssh_options: SshOptions) -> None:
+    fleet = await monitored_box(tmp_path, sim_ssh_host, sim_tools, sim_ssh_options)
+    try:
         await fleet.drain("box:1", "fan", by="test")
         assert _drains(fleet.monitor_service.snapshot()) == (None, {1: "fan"})
         await fleet.drain("box", "rack move", by="test")
