@@ -67,6 +67,12 @@ def _where(spec: HostSpec) -> str:
     return f"{spec.address}:{spec.port}"
 
 
+def is_passphrase_protected(error: asyncssh.KeyImportError) -> bool:
+    """Whether loading a key failed only because it is encrypted and no passphrase was given
+    (asyncssh's own test when it skips such files for the agent)."""
+    return str(error).startswith("Passphrase")
+
+
 def _keys_description(client_keys: object) -> str:
     described = []
     for keypair in client_keys if isinstance(client_keys, list) else []:
@@ -170,18 +176,31 @@ async def _build_options(
     spec: HostSpec,
     options: SshOptions,
     config_only: asyncssh.SSHClientConnectionOptions | None = None,
-) -> asyncssh.SSHClientConnectionOptions:
+) -> tuple[asyncssh.SSHClientConnectionOptions, bool]:
     """asyncssh options for `spec` with its client keys loaded (the inventory's identity file,
-    else the defaults or what the ssh config names); `config_only`, where the caller has it
+    else the defaults or what the ssh config names), and whether the identity file, being
+    passphrase-protected, was left to the ssh-agent; `config_only`, where the caller has it
     already, is `_construct(spec, options, None)`."""
     keys: object
     if spec.identity_file:
-        keys = await asyncio.to_thread(identity_keypairs, spec.identity_file)
+        try:
+            keys = await asyncio.to_thread(identity_keypairs, spec.identity_file)
+        except asyncssh.KeyImportError as exc:
+            if not is_passphrase_protected(exc):
+                raise
+            if not os.environ.get("SSH_AUTH_SOCK"):
+                raise AuthFailed(spec.name, (
+                    f"identity {spec.identity_file} is passphrase-protected and no ssh-agent "
+                    f"runs here (SSH_AUTH_SOCK is unset): load it with `ssh-add "
+                    f"{spec.identity_file}`; fleet asks for no passphrase")) from exc
+            # As OpenSSH does: the agent holds the key and signs with it. asyncssh, left to
+            # choose the keys, offers the agent's and skips encrypted files.
+            return await _construct(spec, options, ()), True
     else:
         if config_only is None:
             config_only = await _construct(spec, options, None)
         keys = await _unnamed_keys(config_only)
-    return await _construct(spec, options, keys)
+    return await _construct(spec, options, keys), False
 
 
 async def _connect_hop(
@@ -208,8 +227,9 @@ async def _open_hop(
 ) -> asyncssh.SSHClientConnection:
     """One SSH connection (directly or over `tunnel`), host key checked by fleet's policy."""
     policy: HostKeyPolicy | None = None
+    to_agent = False
     try:
-        prepared = await _build_options(spec, options, config_only)
+        prepared, to_agent = await _build_options(spec, options, config_only)
         # Keys are looked up for the host really dialled (ssh config may rewrite HostName).
         policy = await asyncio.to_thread(
             HostKeyPolicy, spec.name, prepared.host, prepared.port, options
@@ -236,9 +256,13 @@ async def _open_hop(
         if policy is not None:
             user = prepared.username
             keys = _keys_description(prepared.client_keys)
+        hint = ""
+        if to_agent:
+            hint = (f"; identity {spec.identity_file} is passphrase-protected: is it in the "
+                    f"ssh-agent (`ssh-add -l`)?")
         raise AuthFailed(
             spec.name,
-            f"permission denied for user {user} at {_where(spec)} (offered: {keys})",
+            f"permission denied for user {user} at {_where(spec)} (offered: {keys}){hint}",
         ) from exc
     except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
         named = spec.identity_file or "named by the ssh config"
