@@ -63,26 +63,20 @@ def gpu_ids_by_index(reader: SqlReader, host: str, indices: Sequence[int]) -> di
     return found
 
 
-def drains_by_index(reader: SqlReader, host: str, indices: Sequence[int], *,
-                    lock_rows: bool = False) -> dict[int, tuple[str, str | None]]:
+def drains_by_index(reader: SqlReader, host: str, indices: Sequence[int]
+                    ) -> dict[int, tuple[str, str | None]]:
     """index → (what is drained: "host" or "GPU", its reason) for those `indices` of host `host`
-    that are drained now (the host's drain first); the others are left out.
-
-    `lock_rows` (PostgreSQL) reads the rows FOR SHARE: a drain committed meanwhile is seen, and
-    one not yet committed waits for the reader's transaction, so the two are ordered."""
-    lock = " FOR SHARE" if lock_rows else ""
+    that are drained now (the host's drain first); the others are left out."""
     found: dict[int, tuple[str, str | None]] = {}
     for some_indices in chunks(list(dict.fromkeys(indices))):
         placeholders, parameters = in_list("idx", some_indices)
-        for idx, host_drained, host_reason, gpu_drained, gpu_reason in reader.rows(
-                "SELECT gpus.idx, hosts.drained, hosts.drain_reason, gpus.drained, "
-                "gpus.drain_reason FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
-                f"WHERE hosts.name = :host AND gpus.idx IN ({placeholders}){lock}",
-                {**parameters, "host": host}):  # every row, so that all of them are locked
-            if host_drained:
-                found[idx] = ("host", host_reason)
-            elif gpu_drained:
-                found[idx] = ("GPU", gpu_reason)
+        for idx, host_drained, host_reason, gpu_reason in reader.rows(
+                "SELECT gpus.idx, hosts.drained, hosts.drain_reason, gpus.drain_reason "
+                "FROM gpus JOIN hosts ON hosts.id = gpus.host_id "
+                f"WHERE hosts.name = :host AND gpus.idx IN ({placeholders}) "
+                "AND (hosts.drained = TRUE OR gpus.drained = TRUE)",
+                {**parameters, "host": host}):
+            found[idx] = ("host", host_reason) if host_drained else ("GPU", gpu_reason)
     return found
 
 

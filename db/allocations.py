@@ -77,6 +77,22 @@ def lock_owner(session: Session, owner: str) -> None:
                         {"lock_class": OWNER_LOCK_CLASS, "owner": owner})
 
 
+# pg_advisory_xact_lock(_shared)(DRAIN_LOCK_CLASS, 0): claims read drain flags under the shared
+# lock, drains write them under the exclusive one, so each claim sees every drain committed
+# before it and no drain commits while a claim that read the flags is open. One lock, apart from
+# the rows the monitor's flushes update: it cannot deadlock with them.
+DRAIN_LOCK_CLASS = 0x64726E  # "drn"
+
+
+def lock_drains(session: Session, *, exclusive: bool) -> None:
+    """Order this transaction's drain reads (a claim: shared) or writes (a drain: exclusive)
+    against the others until it ends (PostgreSQL; SQLite serialises writing transactions)."""
+    if session.get_bind().dialect.name == "postgresql":
+        function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        session.execute(text(f"SELECT {function}(:lock_class, 0)"),
+                        {"lock_class": DRAIN_LOCK_CLASS})
+
+
 def held_by(session: Session, owner: str) -> int:
     """How many GPUs `owner` holds now (active allocations: tasks and reservations)."""
     return int(session.scalar(select(func.count()).select_from(Allocation).where(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from db.allocations import lock_drains
 from db.events import add_event
 from db.gpus import set_gpu_drained
 from db.hosts import set_host_drained
@@ -40,6 +41,7 @@ def set_drain(session: Session, target: str, *, drained: bool, reason: str | Non
     or the reason changes. Raises ConfigError naming the known hosts or GPU indices when the
     target is unknown (hosts are known once `fleet status` or the monitor has seen them).
     """
+    lock_drains(session, exclusive=True)  # after the claims that read the flags (PostgreSQL)
     host, gpu = resolve_target(SessionReader(session), target, what="drain target")
     ts = int(now)
     if gpu is None:

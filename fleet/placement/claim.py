@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from db.allocation_details import allocation_details, drains_by_index, gpu_ids_by_index
-from db.allocations import claim_gpus, expire_reservations
+from db.allocations import claim_gpus, expire_reservations, lock_drains
 from db.engine import Database
 from db.errors import AllocationConflict as DbAllocationConflict
 from db.errors import OverLimit
@@ -123,9 +123,10 @@ def claim(
 def refuse_drained(session: Session, host: str, indices: Sequence[int]) -> None:
     """GpuDrained when one of these GPUs of `host`, or the host, is drained in the claim's own
     transaction: a drain written by another process since placement read its view (a running
-    monitor's reaches it only at its next flush) still keeps the work off."""
-    drains = drains_by_index(SessionReader(session), host, indices,
-                             lock_rows=session.get_bind().dialect.name == "postgresql")
+    monitor's reaches it only at its next flush) still keeps the work off. On PostgreSQL the
+    flags are read under the drain lock (shared): a drain waits for this claim to end."""
+    lock_drains(session, exclusive=False)
+    drains = drains_by_index(SessionReader(session), host, indices)
     if drains:
         what, reason = drains[min(drains)]
         raise GpuDrained(f"{host} GPU {sorted(drains)}: {drained_text(what, reason)}")

@@ -73,7 +73,7 @@ def test_a_gang_claim_with_one_drained_node_claims_nothing(
 
 def test_on_postgresql_a_claim_holds_back_a_drain_until_it_commits(
         database: Database, seeded: Seeded, db_url: str) -> None:
-    """The claim reads the rows it checks FOR SHARE: a drain of one of them waits for the
+    """The claim reads drain flags under the drain lock (shared): a drain waits for the
     claim's transaction (here until its lock timeout), so a drain and a claim are ordered."""
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite serialises writing transactions already (one write lock)")
@@ -102,6 +102,25 @@ def test_on_postgresql_a_claim_holds_back_a_drain_until_it_commits(
             claim(database, "alpha", [0], kind="task", owner="ann")
     finally:
         other.close()
+
+
+def test_on_postgresql_a_claim_does_not_wait_for_a_flush_holding_host_and_gpu_rows(
+        database: Database, seeded: Seeded, db_url: str) -> None:
+    """The monitor's flush updates hosts and GPU rows in its transaction; the claim's drain
+    check takes no row lock, so it neither waits for a flush nor can deadlock with one."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite serialises writing transactions already (one write lock)")
+    flush = open_database(db_url, migrate=False)
+    try:
+        with flush.session() as flushing:
+            flushing.execute(text("UPDATE hosts SET last_seen = 2000 WHERE name = 'alpha'"))
+            flushing.execute(text("UPDATE gpus SET last_seen = 2000 WHERE host_id = "
+                                  "(SELECT id FROM hosts WHERE name = 'alpha')"))
+            with database.session() as session:
+                session.execute(text("SET LOCAL lock_timeout = '300ms'"))
+                refuse_drained(session, "alpha", [0, 1])  # no lock timeout: nothing waited
+    finally:
+        flush.close()
 
 
 async def test_placement_learns_a_drain_its_live_view_missed_from_the_refused_claim(
