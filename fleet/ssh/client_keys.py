@@ -56,8 +56,8 @@ def identity_keypairs(path: str) -> KeyPairs:
 def config_keypairs(paths: Sequence[str], identities_only: bool) -> KeyPairs:
     """The key pairs asyncssh loads from the IdentityFile paths a host's ssh config names
     (tokens already expanded), with asyncssh's own call and arguments for them: encrypted keys
-    are skipped (left to the agent), and with IdentitiesOnly a public key alone is not taken
-    for an agent key. Missing files are asyncssh's to report, as before.
+    are skipped (left to the agent), and with IdentitiesOnly a file holding only a public key
+    (an agent key's) is skipped rather than refused. Missing files raise FileNotFoundError.
 
     The files are read on every call; the keys are loaded again only when one of them changed.
     """

@@ -67,7 +67,7 @@ def _where(spec: HostSpec) -> str:
     return f"{spec.address}:{spec.port}"
 
 
-def is_passphrase_protected(error: asyncssh.KeyImportError) -> bool:
+def _passphrase_protected(error: asyncssh.KeyImportError) -> bool:
     """Whether loading a key failed only because it is encrypted and no passphrase was given
     (asyncssh's own test when it skips such files for the agent)."""
     return str(error).startswith("Passphrase")
@@ -123,12 +123,6 @@ def translate_error(
     return HostUnreachable(spec.name, f"{type(exc).__name__} connecting to {where}: {exc}")
 
 
-# ssh config options that choose a host's keys. Where none is set for a host its keys are the
-# defaults (~/.ssh/id_*); IdentityFile keys are loaded here too; both once per process. With a
-# CertificateFile asyncssh pairs keys and certificates itself, per connection.
-_KEY_CONFIG_OPTIONS = ("IdentityFile", "CertificateFile", "IdentitiesOnly")
-
-
 async def _unnamed_keys(config_only: asyncssh.SSHClientConnectionOptions) -> object:
     """The keys the inventory does not name, as loaded pairs (fleet.ssh.client_keys: once per
     process): what the host's ssh config names, else the defaults; () where asyncssh is to
@@ -144,7 +138,7 @@ async def _unnamed_keys(config_only: asyncssh.SSHClientConnectionOptions) -> obj
         return await asyncio.to_thread(
             config_keypairs, [str(path) for path in identity_files],
             bool(config.get("IdentitiesOnly"))) or ()
-    if any(config.get(option) for option in _KEY_CONFIG_OPTIONS):
+    if config.get("IdentitiesOnly"):  # asyncssh limits the agent to the default keys itself
         return ()
     return await asyncio.to_thread(default_keypairs) or ()
 
@@ -186,7 +180,7 @@ async def _build_options(
         try:
             keys = await asyncio.to_thread(identity_keypairs, spec.identity_file)
         except asyncssh.KeyImportError as exc:
-            if not is_passphrase_protected(exc):
+            if not _passphrase_protected(exc):
                 raise
             if not os.environ.get("SSH_AUTH_SOCK"):
                 raise AuthFailed(spec.name, (
