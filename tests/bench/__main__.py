@@ -23,22 +23,19 @@ from functools import partial
 from pathlib import Path
 
 from tests.bench.bench_monitor import CURVE_HOSTS
-from tests.bench.common import ROOT, Results, compile_bytecode, load_average, log, machine
+from tests.bench.common import (
+    ROOT,
+    Results,
+    compile_bytecode,
+    host_counts,
+    load_average,
+    log,
+    machine,
+)
 from tests.bench.report import write_reports
 
 SECTIONS = ("startup", "storage", "fanout", "dispatch", "serve", "monitor", "discovery", "tui",
             "web")
-
-
-def _host_counts(text: str) -> list[int]:
-    """`--hosts 16,32,64`: sorted distinct positive host counts."""
-    try:
-        counts = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a list of host counts: {text!r}") from exc
-    if not counts or counts[0] < 1:
-        raise argparse.ArgumentTypeError(f"host counts must be >= 1: {text!r}")
-    return counts
 
 
 def _guarded(results: Results, name: str, work: Callable[[], None]) -> None:
@@ -61,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "bench",
                         help="where latest.md / latest.json go [default: docs/bench]")
     parser.add_argument("--runs", type=int, help="override the number of runs per figure")
-    parser.add_argument("--hosts", type=_host_counts,
+    parser.add_argument("--hosts", type=host_counts,
                         help="host counts for the namespace sections, e.g. 16,32,64")
-    parser.add_argument("--monitor-hosts", type=_host_counts,
+    parser.add_argument("--monitor-hosts", type=host_counts,
                         help="host counts for the monitor section only [default: --hosts, "
                              "else the curve's 16,64,256; --quick: 8,16]")
     args = parser.parse_args(argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import compileall
 import importlib.util
 import os
@@ -301,3 +302,14 @@ def in_turns(names: Sequence[str], rounds: int, measure: Callable[[str], float],
             taken[name].append(measure(name))
             print(f"round {round_number}: {name}: {taken[name][-1]:.4g} {unit}", flush=True)
     return taken
+
+
+def host_counts(text: str) -> list[int]:
+    """`--hosts 16,32,64`: sorted distinct positive host counts."""
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a list of host counts: {text!r}") from exc
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"host counts must be >= 1: {text!r}")
+    return counts

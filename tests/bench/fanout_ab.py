@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from tests.bench.bench_fanout import HERE
-from tests.bench.common import FLEET_CLI, fleet_env
+from tests.bench.common import FLEET_CLI, fleet_env, host_counts
 from tests.bench.lab import HostSet, start_lab
 
 FLOOR = "asyncssh floor"
@@ -69,13 +69,32 @@ def commands(host_set: HostSet, trees: list[str]) -> dict[str, Command]:
     return runs
 
 
+def _tree(text: str) -> str:
+    """A checkout of fleet (a directory holding fleet/cli/main.py), as an absolute path."""
+    tree = Path(text).resolve()
+    if not (tree / "fleet" / "cli" / "main.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fleet checkout (no fleet/cli/main.py)")
+    return str(tree)
+
+
+def _rounds(text: str) -> int:
+    try:
+        rounds = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from exc
+    if not 1 <= rounds <= 100:
+        raise argparse.ArgumentTypeError(f"rounds must be 1 to 100, not {rounds}")
+    return rounds
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="+")
-    parser.add_argument("--hosts", default="16,32", help="host counts [16,32]")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.fanout_ab",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("trees", nargs="+", type=_tree, metavar="TREE")
+    parser.add_argument("--hosts", type=host_counts, default=[16, 32], help="host counts [16,32]")
+    parser.add_argument("--rounds", type=_rounds, default=5, help="runs of each command [5]")
     args = parser.parse_args()
-    counts = [int(count) for count in args.hosts.split(",")]
+    counts: list[int] = args.hosts
     lab = start_lab(max(counts))
     try:
         with tempfile.TemporaryDirectory(prefix="fleet-fanout-ab-") as workdir:

@@ -71,12 +71,11 @@ def test_a_gang_claim_with_one_drained_node_claims_nothing(
         assert SessionReader(session).first("SELECT count(*) FROM tasks") == (0,)
 
 
+@pytest.mark.postgresql_only  # SQLite serialises writing transactions (one write lock)
 def test_on_postgresql_a_claim_holds_back_a_drain_until_it_commits(
         database: Database, seeded: Seeded, db_url: str) -> None:
     """The claim reads drain flags under the drain lock (shared): a drain waits for the
     claim's transaction (here until its lock timeout), so a drain and a claim are ordered."""
-    if not db_url.startswith("postgresql"):
-        pytest.skip("SQLite serialises writing transactions already (one write lock)")
     other = open_database(db_url, migrate=False)
     outcome: list[BaseException | None] = []
 
@@ -104,12 +103,11 @@ def test_on_postgresql_a_claim_holds_back_a_drain_until_it_commits(
         other.close()
 
 
+@pytest.mark.postgresql_only  # SQLite serialises writing transactions (one write lock)
 def test_on_postgresql_a_claim_does_not_wait_for_a_flush_holding_host_and_gpu_rows(
         database: Database, seeded: Seeded, db_url: str) -> None:
     """The monitor's flush updates hosts and GPU rows in its transaction; the claim's drain
     check takes no row lock, so it neither waits for a flush nor can deadlock with one."""
-    if not db_url.startswith("postgresql"):
-        pytest.skip("SQLite serialises writing transactions already (one write lock)")
     flush = open_database(db_url, migrate=False)
     try:
         with flush.session() as flushing:
