@@ -26,6 +26,24 @@ from tests.bench.common import (
 from tests.bench.lab import HostSet, ansible_env
 
 HERE = Path(__file__).resolve().parent
+FLOOR = "asyncssh floor"
+PROBE_PEER = "asyncssh + fleet's probe"
+
+
+def floor_argv(host_set: HostSet, *, with_probe: bool = False) -> list[str]:
+    """The asyncssh floor's command line: connect + `true` per host or, `with_probe`, connect +
+    fleet's own one-shot probe (its command line and program, as `fleet status` sends them):
+    what the hosts cost a fan-out without fleet's controller."""
+    from fleet.probe.bundle import probe_command, probe_program
+
+    lab = host_set.lab
+    argv = [sys.executable, str(HERE / "peer_asyncssh.py"), str(host_set.hosts_json),
+            str(lab.client_key), str(lab.known_hosts_file)]
+    if with_probe:
+        program = host_set.workdir / "probe-once.bin"
+        program.write_bytes(probe_program("once", None))
+        argv += ["--command", probe_command(), "--stdin", str(program)]
+    return argv
 
 
 def _fleet_status_ok(done: subprocess.CompletedProcess[bytes], count: int) -> str | None:
@@ -48,11 +66,14 @@ def fresh_fanout(results: Results, host_set: HostSet, runs: int, ansible_runs: i
         check=lambda done: _fleet_status_ok(done, count),
         note="real CLI process: connect, full GPU + host probe, record to SQLite")
     peers = [measure_command(
-        "asyncssh floor",
-        [sys.executable, str(HERE / "peer_asyncssh.py"), str(host_set.hosts_json),
-         str(lab.client_key), str(lab.known_hosts_file)], runs=runs,
+        FLOOR, floor_argv(host_set), runs=runs,
         note="connect + `true` per host, asyncio.gather, whole process; asyncssh 2.24 "
              "negotiates curve25519-sha256 (sshd offers it first), like fleet")]
+    peers.append(measure_command(
+        PROBE_PEER, floor_argv(host_set, with_probe=True), runs=runs,
+        note="the floor's client running fleet's one-shot probe (its command and program on "
+             "stdin) instead of `true`: the hosts' share of a fan-out, without fleet's "
+             "controller"))
     peers.append(measure_command(
         f"ssh xargs -P{count}",
         ["xargs", "-a", str(host_set.names_file), "-P", str(count), "-I{}", "ssh", "-F",
@@ -86,10 +107,16 @@ def fresh_fanout(results: Results, host_set: HostSet, runs: int, ansible_runs: i
         fleet=fleet, peers=peers,
         target="≤ 1.5× asyncssh floor; ≥ 4× faster than Ansible")
     ratios = figure.ratios()
-    floor = ratios.get("asyncssh floor")
+    floor = ratios.get(FLOOR)
     parts = []
     if floor is not None:
         parts.append(f"{floor:.2f}× floor ({'meets' if floor <= 1.5 else 'misses'} ≤1.5×)")
+        with_probe = ratios.get(PROBE_PEER)
+        if with_probe:
+            hosts_share = floor / with_probe
+            parts.append(f"the floor's client running fleet's probe takes {hosts_share:.2f}× "
+                         f"the floor (the hosts' share) and fleet {with_probe:.2f}× that client "
+                         "(the controller's share)")
     ansible_ratio = ratios.get("ansible -m command")
     if ansible_ratio:
         speedup = 1 / ansible_ratio
@@ -142,11 +169,8 @@ async def _fleet_reuse_rounds(host_set: HostSet, rounds: int) -> list[float]:
 def reuse_round(results: Results, host_set: HostSet, rounds: int) -> None:
     count = host_set.count
     log(f"second round over open connections, {count} hosts, {rounds} rounds")
-    lab = host_set.lab
-    done = subprocess.run(
-        [sys.executable, str(HERE / "peer_asyncssh.py"), str(host_set.hosts_json),
-         str(lab.client_key), str(lab.known_hosts_file), "--reuse-rounds", str(rounds)],
-        capture_output=True, check=True, timeout=300)
+    done = subprocess.run([*floor_argv(host_set), "--reuse-rounds", str(rounds)],
+                          capture_output=True, check=True, timeout=300)
     floor = json.loads(done.stdout)["reuse_round_s"]
     fleet = asyncio.run(_fleet_reuse_rounds(host_set, rounds))
     figure = Figure(

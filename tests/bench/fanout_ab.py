@@ -5,7 +5,8 @@ Each run is timed as `make bench` times it (a whole process), and the box's busy
 (/proc/stat, every process: controller, sshd, the hosts' probes) are read around it, which
 says whether a run was CPU-bound (busy CPU ÷ wall near the core count) and what each host
 costs in CPU beyond the floor. Trees (checkouts of fleet, e.g. a `git worktree` of an older
-commit) and the floor run in turns, so the box's drift hits all alike. Needs root (namespace
+commit), the floor and the floor's client running this checkout's probe (the hosts' share
+without fleet's controller) run in turns, so the box's drift hits all alike. Needs root (namespace
 hosts).
 
 Run: python -m tests.bench.fanout_ab [--hosts 16,32] [--rounds 5] TREE [TREE ...]
@@ -19,16 +20,14 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tests.bench.bench_fanout import HERE
+from tests.bench.bench_fanout import FLOOR, PROBE_PEER, floor_argv
 from tests.bench.common import FLEET_CLI, fleet_env, host_counts
 from tests.bench.lab import HostSet, start_lab
 
-FLOOR = "asyncssh floor"
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
@@ -57,11 +56,12 @@ Command = tuple[list[str], dict[str, str] | None]  # argv, environment (None: th
 
 
 def commands(host_set: HostSet, trees: list[str]) -> dict[str, Command]:
-    """The floor's command and each tree's `fleet --json status`, by label."""
-    lab = host_set.lab
-    runs: dict[str, Command] = {FLOOR: (
-        [sys.executable, str(HERE / "peer_asyncssh.py"), str(host_set.hosts_json),
-         str(lab.client_key), str(lab.known_hosts_file)], None)}
+    """The floor's command, the floor's client running this checkout's probe, and each tree's
+    `fleet --json status`, by label."""
+    runs: dict[str, Command] = {
+        FLOOR: (floor_argv(host_set), None),
+        PROBE_PEER: (floor_argv(host_set, with_probe=True), None),
+    }
     for tree in trees:
         env = {**fleet_env(host_set.home, host_set.db_path), "PYTHONPATH": tree}
         runs[tree] = ([*FLEET_CLI, "--json", "--inventory", str(host_set.fleet_inventory),
