@@ -30,6 +30,10 @@ class HostSpec:
     port: int = 22
     user: str | None = None
     identity_file: str | None = None
+    # Every IdentityFile the ssh config names for the host, in its order (the inventory loader
+    # fills them in when it resolves the host through the config): offered in turn, missing
+    # files skipped, as OpenSSH does, when `identity_file` is unset.
+    ssh_config_identity_files: tuple[str, ...] = ()
     python: str = "python3"
     connection: Connection = "ssh"
     proxy_jump: str | None = None

@@ -42,7 +42,8 @@ def _explicit_fields(spec: HostSpec) -> frozenset[str]:
 def resolve_ssh_config(
     spec: HostSpec, config_path: Path, *, explicit: Collection[str] | None = None
 ) -> HostSpec:
-    """`spec` with HostName, Port, User, IdentityFile and ProxyJump filled in from an ssh config.
+    """`spec` with HostName, Port, User, IdentityFile (all of them, as
+    `ssh_config_identity_files`) and ProxyJump filled in from an ssh config.
 
     The config is matched against the host's address, as `ssh ADDRESS` would. Fields named in
     `explicit` (the ones the inventory set) are kept; when `explicit` is None, fields that
@@ -70,7 +71,7 @@ def resolve_ssh_config(
         changes["user"] = user
     identity_files = options.get("IdentityFile")
     if "identity_file" not in chosen and isinstance(identity_files, list) and identity_files:
-        changes["identity_file"] = str(identity_files[0])
+        changes["ssh_config_identity_files"] = tuple(str(path) for path in identity_files)
     jump = options.get("ProxyJump")
     if "proxy_jump" not in chosen and isinstance(jump, str) and jump.lower() != "none":
         changes["proxy_jump"] = jump

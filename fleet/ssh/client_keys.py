@@ -57,14 +57,19 @@ def config_keypairs(paths: Sequence[str], identities_only: bool) -> KeyPairs:
     """The key pairs asyncssh loads from the IdentityFile paths a host's ssh config names
     (tokens already expanded), with asyncssh's own call and arguments for them: encrypted keys
     are skipped (left to the agent), and with IdentitiesOnly a file holding only a public key
-    (an agent key's) is skipped rather than refused. Missing files raise FileNotFoundError.
+    (an agent key's) is skipped rather than refused. Files that do not exist are skipped, as
+    OpenSSH skips them; FileNotFoundError when none does.
 
     The files are read on every call; the keys are loaded again only when one of them changed.
     """
-    expanded = tuple(os.path.expanduser(path) for path in paths)
-    contents = tuple(_contents(path) for path in expanded)
-    return _configured.get((expanded, identities_only), contents, lambda: asyncssh.load_keypairs(
-        list(expanded), None, (), identities_only, True))
+    found = ((path, _contents(path)) for path in (os.path.expanduser(p) for p in paths))
+    present = tuple((path, contents) for path, contents in found if contents[0] is not None)
+    if not present:
+        raise FileNotFoundError(2, "No such file or directory", ", ".join(paths))
+    kept = tuple(path for path, _ in present)
+    return _configured.get(
+        (kept, identities_only), tuple(contents for _, contents in present),
+        lambda: asyncssh.load_keypairs(list(kept), None, (), identities_only, True))
 
 
 def _read(path: Path) -> bytes | None:

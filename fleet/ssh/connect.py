@@ -123,21 +123,32 @@ def translate_error(
     return HostUnreachable(spec.name, f"{type(exc).__name__} connecting to {where}: {exc}")
 
 
-async def _unnamed_keys(config_only: asyncssh.SSHClientConnectionOptions) -> object:
+async def _unnamed_keys(
+    spec: HostSpec, config_only: asyncssh.SSHClientConnectionOptions
+) -> object:
     """The keys the inventory does not name, as loaded pairs (fleet.ssh.client_keys: once per
-    process): what the host's ssh config names, else the defaults; () where asyncssh is to
-    resolve and load them for the host itself (a CertificateFile, or IdentitiesOnly with no
-    IdentityFile, or config keys that all were skipped).
+    process): every IdentityFile the host's ssh config names that exists (missing ones are
+    skipped, as OpenSSH does), else the defaults; () where asyncssh is to resolve and load them
+    for the host itself (a CertificateFile, or IdentitiesOnly with no IdentityFile, or config
+    keys that all were skipped). Raises AuthFailed when none of the named files exists.
 
-    `config_only` holds what the ssh config says of the host (options built with no keys)."""
+    The config's files are the ones the inventory loader resolved for the host's alias
+    (`spec.ssh_config_identity_files`), else what `config_only` (options built with no keys)
+    says of the address dialled."""
     config = getattr(config_only, "config", None)  # asyncssh's SSHClientConfig for this host
     if config is None or config.get("CertificateFile"):
         return ()
-    identity_files = config.get("IdentityFile")
+    identity_files = spec.ssh_config_identity_files or tuple(
+        str(path) for path in config.get("IdentityFile") or ())
     if identity_files:
-        return await asyncio.to_thread(
-            config_keypairs, [str(path) for path in identity_files],
-            bool(config.get("IdentitiesOnly"))) or ()
+        try:
+            keys = await asyncio.to_thread(
+                config_keypairs, identity_files, bool(config.get("IdentitiesOnly")))
+        except FileNotFoundError as exc:
+            raise AuthFailed(spec.name, (
+                f"no IdentityFile the ssh config names exists: {', '.join(identity_files)}"
+            )) from exc
+        return keys or ()
     if config.get("IdentitiesOnly"):  # asyncssh limits the agent to the default keys itself
         return ()
     return await asyncio.to_thread(default_keypairs) or ()
@@ -193,7 +204,7 @@ async def _build_options(
     else:
         if config_only is None:
             config_only = await _construct(spec, options, None)
-        keys = await _unnamed_keys(config_only)
+        keys = await _unnamed_keys(spec, config_only)
     return await _construct(spec, options, keys), False
 
 

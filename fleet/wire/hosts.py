@@ -68,6 +68,7 @@ class ManagedHostWire(Struct, frozen=True):
     port: int = 22
     user: str | None = None
     identity_file: str | None = None
+    ssh_config_identity_files: tuple[str, ...] = ()
     python: str = "python3"
     connection: str = "ssh"
     proxy_jump: str | None = None

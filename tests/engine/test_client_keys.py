@@ -152,7 +152,7 @@ async def test_keys_an_ssh_config_names_are_loaded_once_instead_of_the_defaults(
 def test_configured_keys_load_as_asyncssh_loads_them(tmp_path: Path) -> None:
     """Encrypted keys are skipped (left to the agent); with IdentitiesOnly an IdentityFile
     holding a public key (an agent key's) is skipped, without it refused; an edited file is
-    loaded again; a missing one is an error."""
+    loaded again; a missing one is skipped, and none present is an error."""
     plain = tmp_path / "id_plain"
     key = asyncssh.generate_private_key("ssh-ed25519")
     key.write_private_key(str(plain))
@@ -171,8 +171,11 @@ def test_configured_keys_load_as_asyncssh_loads_them(tmp_path: Path) -> None:
     replacement = asyncssh.generate_private_key("ssh-ed25519")
     replacement.write_private_key(str(plain))
     assert client_keys.config_keypairs(paths, False)[0].public_data == replacement.public_data
-    with pytest.raises(FileNotFoundError):
-        client_keys.config_keypairs([str(tmp_path / "absent")], False)
+    absent = str(tmp_path / "absent")
+    assert client_keys.config_keypairs([absent, *paths], False)[0].public_data == \
+        replacement.public_data
+    with pytest.raises(FileNotFoundError, match=r"absent, \S*/gone"):
+        client_keys.config_keypairs([absent, str(tmp_path / "gone")], False)
 
 
 async def test_a_certificate_file_leaves_the_host_s_keys_to_asyncssh(

@@ -110,10 +110,13 @@ def ssh_config(tmp_path: Path) -> Path:
 def test_ssh_config_fills_unset_fields(ssh_config: Path) -> None:
     spec = resolve_ssh_config(HostSpec(name="gpu01", address="gpu01"), ssh_config)
     assert (spec.address, spec.port, spec.user) == ("10.0.0.1", 2201, "alice")
-    assert spec.identity_file == "~/.ssh/id_gpu" and spec.proxy_jump == "jump@bastion"
+    # Both blocks match gpu01: ssh offers both keys, in the config's order.
+    assert spec.ssh_config_identity_files == ("~/.ssh/id_gpu", "/keys/fallback")
+    assert spec.identity_file is None
+    assert spec.proxy_jump == "jump@bastion"
     other = resolve_ssh_config(HostSpec(name="gpu07", address="gpu07"), ssh_config)
     assert (other.address, other.port, other.user) == ("gpu07", 22, "bob")
-    assert other.identity_file == "/keys/fallback" and other.proxy_jump is None
+    assert other.ssh_config_identity_files == ("/keys/fallback",) and other.proxy_jump is None
 
 
 def test_ssh_config_never_overrides_explicit_values(ssh_config: Path) -> None:
@@ -136,7 +139,7 @@ def test_load_inventory_resolves_through_ssh_config(tmp_path: Path, ssh_config: 
     assert (gpu01.address, gpu01.port, gpu01.user) == ("10.0.0.1", 2201, "team")
     assert gpu01.proxy_jump == "jump@bastion" and gpu01.source == f"{path}:5"
     assert (gpu02.address, gpu02.port, gpu02.user) == ("gpu02", 2200, "team")
-    assert gpu02.identity_file == "/keys/fallback"
+    assert gpu02.ssh_config_identity_files == ("/keys/fallback",)
     assert (me.address, me.connection) == ("me", "local")
 
 
