@@ -273,6 +273,28 @@ def test_the_bundle_ships_the_trimmed_module_and_caches_it(
     assert bundle._trimmed_pynvml(full_pynvml_source(), remote) == first
 
 
+def test_a_cached_trimmed_module_spares_the_trimmer_and_its_key_follows_the_trimmer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = ("import sys; from fleet.probe.bundle import probe_program;"
+             "probe_program('once', None); print('fleet.probe.trim' in sys.modules)")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    imported = [subprocess.run([sys.executable, "-c", build], env=env, capture_output=True,
+                               text=True, check=True, timeout=60).stdout.strip()
+                for _ in range(2)]
+    assert imported == ["True", "False"]  # trimmed once, then read from the cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    remote = REMOTE_SOURCE_PATH.read_text()
+    cache = tmp_path / "fleet" / "bundle"
+    trimmed = bundle._trimmed_pynvml(full_pynvml_source(), remote)
+    before = set(cache.glob("pynvml-*.py"))
+    changed = tmp_path / "trim.py"
+    changed.write_text(bundle.TRIM_SOURCE_PATH.read_text() + "\n# a changed trimmer\n")
+    monkeypatch.setattr(bundle, "TRIM_SOURCE_PATH", changed)
+    assert bundle._trimmed_pynvml(full_pynvml_source(), remote) == trimmed
+    assert len(set(cache.glob("pynvml-*.py")) - before) == 1  # a new key: trimmed again
+
+
 SYNTHETIC = '''\
 from ctypes import *
 import os
