@@ -19,7 +19,7 @@ from fleet.ssh.client_keys import identity_keypairs
 from fleet.ssh.connect import connect
 from fleet.ssh.file_memo import FileMemo
 from fleet.ssh.options import SshOptions
-from tests.engine.test_ssh_connect import trust
+from tests.engine.test_ssh_connect import trust, trust_with_ssh_config
 from tests.fixtures.sshserver import SimSshHostFactory, SshKeys
 
 
@@ -112,9 +112,9 @@ async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
     shutil.copy(ssh_keys.public_path, ssh_home / ".ssh" / "id_ed25519.pub")
     first = await sim_ssh_host("defaults-a")
     second = await sim_ssh_host("defaults-b")
-    config = tmp_path / "ssh_config"
-    config.write_text("Host elsewhere\n  IdentityFile ~/.ssh/id_other\n")
-    options = replace(trust(sim_ssh_options, tmp_path, first, second), ssh_config_files=(config,))
+    options = trust_with_ssh_config(
+        sim_ssh_options, tmp_path, "Host elsewhere\n  IdentityFile ~/.ssh/id_other\n",
+        first, second)
     ours = _counting_defaults(monkeypatch, client_keys)
     inside_asyncssh = _counting_defaults(monkeypatch, asyncssh.connection)
     for handle in (first, second, first):
@@ -131,9 +131,9 @@ async def test_keys_an_ssh_config_names_are_loaded_once_instead_of_the_defaults(
 ) -> None:
     first = await sim_ssh_host("configured-a")
     second = await sim_ssh_host("configured-b")
-    config = tmp_path / "ssh_config"
-    config.write_text(f"Host {first.spec.address}\n  IdentityFile {ssh_keys.private_path}\n")
-    options = replace(trust(sim_ssh_options, tmp_path, first, second), ssh_config_files=(config,))
+    options = trust_with_ssh_config(
+        sim_ssh_options, tmp_path,
+        f"Host {first.spec.address}\n  IdentityFile {ssh_keys.private_path}\n", first, second)
     monkeypatch.setattr(client_keys, "_configured", FileMemo())
     defaults = _counting_defaults(monkeypatch, client_keys)
     ours: list[object] = []
@@ -184,10 +184,10 @@ async def test_a_certificate_file_leaves_the_host_s_keys_to_asyncssh(
 ) -> None:
     """asyncssh pairs a CertificateFile with the keys itself; fleet does not preload them."""
     handle = await sim_ssh_host("certified")
-    config = tmp_path / "ssh_config"
-    config.write_text(f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n"
-                      f"  CertificateFile {tmp_path / 'no-such-cert.pub'}\n")
-    options = replace(trust(sim_ssh_options, tmp_path, handle), ssh_config_files=(config,))
+    options = trust_with_ssh_config(
+        sim_ssh_options, tmp_path,
+        f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n"
+        f"  CertificateFile {tmp_path / 'no-such-cert.pub'}\n", handle)
     ours: list[object] = []
     _counting(monkeypatch, client_keys.asyncssh, ours)
     with pytest.raises(AuthFailed, match="no-such-cert"):

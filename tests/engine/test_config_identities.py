@@ -12,10 +12,11 @@ import pytest
 
 from fleet.errors import AuthFailed
 from fleet.inventory import load_inventory
+from fleet.model import HostSpec
 from fleet.ssh.connect import connect
 from fleet.ssh.options import SshOptions
 from tests.engine.test_client_keys import ssh_home  # noqa: F401 - fixture
-from tests.engine.test_ssh_connect import trust
+from tests.engine.test_ssh_connect import assert_logs_in, trust, trust_with_ssh_config
 from tests.fixtures.sshserver import SimHostHandle, SimSshHostFactory, SshKeys
 
 
@@ -26,9 +27,11 @@ def _stranger_key(directory: Path) -> Path:
     return path
 
 
-def _aliased_host(tmp_path: Path, handle: SimHostHandle, identity_files: list[Path]) -> Path:
-    """An ssh config naming the host by an alias, with these IdentityFile lines in order, and
-    an inventory listing the alias; returns the inventory."""
+def _aliased_host(tmp_path: Path, handle: SimHostHandle, identity_files: list[Path],
+                  options: SshOptions) -> tuple[HostSpec, SshOptions]:
+    """The host as the inventory loader resolves it when the inventory lists an alias that an
+    ssh config maps to it with these IdentityFile lines in order, and options that use that
+    config and trust the host."""
     config = tmp_path / "ssh_config"
     lines = [f"Host gpu-alias\n  HostName {handle.spec.address}\n  Port {handle.port}\n"
              f"  User {handle.spec.user}\n"]
@@ -36,7 +39,8 @@ def _aliased_host(tmp_path: Path, handle: SimHostHandle, identity_files: list[Pa
     config.write_text("".join(lines))
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text("hosts:\n  gpu-alias: {}\n")
-    return inventory
+    (spec,) = load_inventory(inventory, ssh_config=config).hosts
+    return spec, replace(trust(options, tmp_path, handle), ssh_config_files=(config,))
 
 
 async def test_the_key_after_a_missing_and_a_refused_one_logs_in(
@@ -44,46 +48,29 @@ async def test_the_key_after_a_missing_and_a_refused_one_logs_in(
     ssh_keys: SshKeys, ssh_home: Path,  # noqa: F811 - fixture
 ) -> None:
     handle = await sim_ssh_host("aliased")
-    inventory = _aliased_host(tmp_path, handle, [
-        tmp_path / "id_missing", _stranger_key(tmp_path), ssh_keys.private_path])
-    (spec,) = load_inventory(inventory, ssh_config=tmp_path / "ssh_config").hosts
+    spec, options = _aliased_host(tmp_path, handle, [
+        tmp_path / "id_missing", _stranger_key(tmp_path), ssh_keys.private_path], sim_ssh_options)
     assert spec.identity_file is None
     assert spec.address == handle.spec.address and spec.port == handle.port
     assert spec.ssh_config_identity_files == (
         str(tmp_path / "id_missing"), str(tmp_path / "id_stranger"), str(ssh_keys.private_path))
-    options = replace(trust(sim_ssh_options, tmp_path, handle),
-                      ssh_config_files=(tmp_path / "ssh_config",))
-    conn = await connect(spec, options)
-    try:
-        assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
-    finally:
-        conn.close()
+    await assert_logs_in(spec, options)
 
 
-async def test_only_refused_keys_fail_naming_what_was_offered(
+@pytest.mark.parametrize(("names", "error"), [
+    (["id_stranger"], "permission denied"),  # a key the host refuses
+    (["id_gone", "id_lost"],
+     r"no IdentityFile the ssh config names exists: \S*/id_gone, \S*/id_lost"),
+])
+async def test_keys_that_cannot_log_in_fail_with_what_went_wrong(
     sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
-    ssh_home: Path,  # noqa: F811 - fixture
+    ssh_home: Path, names: list[str], error: str,  # noqa: F811 - fixture
 ) -> None:
     handle = await sim_ssh_host("refused")
-    inventory = _aliased_host(tmp_path, handle, [_stranger_key(tmp_path)])
-    (spec,) = load_inventory(inventory, ssh_config=tmp_path / "ssh_config").hosts
-    options = replace(trust(sim_ssh_options, tmp_path, handle),
-                      ssh_config_files=(tmp_path / "ssh_config",))
-    with pytest.raises(AuthFailed, match="permission denied"):
-        await connect(spec, options)
-
-
-async def test_a_config_naming_only_missing_files_fails_naming_them(
-    sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
-    ssh_home: Path,  # noqa: F811 - fixture
-) -> None:
-    handle = await sim_ssh_host("missing")
-    inventory = _aliased_host(tmp_path, handle, [tmp_path / "id_gone", tmp_path / "id_lost"])
-    (spec,) = load_inventory(inventory, ssh_config=tmp_path / "ssh_config").hosts
-    options = replace(trust(sim_ssh_options, tmp_path, handle),
-                      ssh_config_files=(tmp_path / "ssh_config",))
-    with pytest.raises(AuthFailed, match=r"no IdentityFile the ssh config names exists: "
-                                         r"\S*/id_gone, \S*/id_lost"):
+    _stranger_key(tmp_path)  # id_stranger exists; the other names do not
+    spec, options = _aliased_host(
+        tmp_path, handle, [tmp_path / name for name in names], sim_ssh_options)
+    with pytest.raises(AuthFailed, match=error):
         await connect(spec, options)
 
 
@@ -92,12 +79,8 @@ async def test_an_address_the_config_names_skips_its_missing_keys(
     ssh_keys: SshKeys, ssh_home: Path,  # noqa: F811 - fixture
 ) -> None:
     handle = await sim_ssh_host("direct")
-    config = tmp_path / "ssh_config"
-    config.write_text(f"Host {handle.spec.address}\n  IdentityFile {tmp_path / 'id_missing'}\n"
-                      f"  IdentityFile {ssh_keys.private_path}\n")
-    options = replace(trust(sim_ssh_options, tmp_path, handle), ssh_config_files=(config,))
-    conn = await connect(replace(handle.spec, identity_file=None), options)
-    try:
-        assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
-    finally:
-        conn.close()
+    options = trust_with_ssh_config(
+        sim_ssh_options, tmp_path,
+        f"Host {handle.spec.address}\n  IdentityFile {tmp_path / 'id_missing'}\n"
+        f"  IdentityFile {ssh_keys.private_path}\n", handle)
+    await assert_logs_in(replace(handle.spec, identity_file=None), options)

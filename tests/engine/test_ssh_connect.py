@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import HostUnreachable
+from fleet.model import HostSpec
 from fleet.ssh.connect import connect, fetch_host_key, host_text
 from fleet.ssh.hostkeys import key_fingerprint
 from fleet.ssh.options import SshOptions
@@ -23,6 +24,23 @@ def trust(options: SshOptions, tmp_path: Path, *handles: SimHostHandle) -> SshOp
     known_hosts = tmp_path / "user_known_hosts"
     known_hosts.write_text("".join(handle.known_hosts_line + "\n" for handle in handles))
     return replace(options, known_hosts_files=(known_hosts,))
+
+
+def trust_with_ssh_config(options: SshOptions, tmp_path: Path, config_text: str,
+                          *handles: SimHostHandle) -> SshOptions:
+    """trust(), and an ssh config file (tmp_path/ssh_config) holding `config_text`."""
+    config = tmp_path / "ssh_config"
+    config.write_text(config_text)
+    return replace(trust(options, tmp_path, *handles), ssh_config_files=(config,))
+
+
+async def assert_logs_in(spec: HostSpec, options: SshOptions) -> None:
+    """connect() as `spec` and run `echo hi` over the connection, which is then closed."""
+    conn = await connect(spec, options)
+    try:
+        assert (await conn.run("echo hi", check=True)).stdout == b"hi\n"
+    finally:
+        conn.close()
 
 
 def process_gone(pid: int) -> bool:
