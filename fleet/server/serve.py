@@ -26,6 +26,7 @@ from fleet.server.paths import default_socket_path, prepare_socket_dir
 from fleet.server.routes import add_v1_routes
 from fleet.server.settings import ServeSettings, state_dir
 from fleet.server.stream import Broadcaster
+from fleet.server.unix_socket import BACKLOG, listening_socket
 from fleet.server.watch import snapshot_frame
 from fleet.web.site import WebView
 
@@ -239,17 +240,7 @@ def _plan(options: ServeOptions, settings: ServeSettings, database: Database,
 
 
 async def _listen(runner: web.AppRunner, path: Path, gid: int | None) -> None:
-    """Bind the socket closed to everyone (umask), then open it to the owner or the group."""
-    site = web.UnixSite(runner, str(path))
-    previous = os.umask(0o177)
-    try:
-        await site.start()
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
-    finally:
-        os.umask(previous)
-    if gid is not None:
-        os.chown(path, -1, gid)
-        os.chmod(path, 0o660)
-    else:
-        os.chmod(path, 0o600)
+    """Serve on the Unix socket at `path`, open to the owner or the group (it appears there
+    only once it accepts connections: fleet.server.unix_socket)."""
+    site = web.SockSite(runner, listening_socket(path, gid), backlog=BACKLOG)
+    await site.start()
