@@ -19,7 +19,12 @@ from fleet.ssh.client_keys import identity_keypairs
 from fleet.ssh.connect import connect
 from fleet.ssh.file_memo import FileMemo
 from fleet.ssh.options import SshOptions
-from tests.engine.test_ssh_connect import trust, trust_with_ssh_config
+from tests.engine.test_ssh_connect import (
+    host_block,
+    trust,
+    trust_with_host_config,
+    trust_with_ssh_config,
+)
 from tests.fixtures.sshserver import SimSshHostFactory, SshKeys
 
 
@@ -113,7 +118,7 @@ async def test_default_keys_are_loaded_once_where_no_ssh_config_names_keys(
     first = await sim_ssh_host("defaults-a")
     second = await sim_ssh_host("defaults-b")
     options = trust_with_ssh_config(
-        sim_ssh_options, tmp_path, "Host elsewhere\n  IdentityFile ~/.ssh/id_other\n",
+        sim_ssh_options, tmp_path, host_block("elsewhere", "IdentityFile ~/.ssh/id_other"),
         first, second)
     ours = _counting_defaults(monkeypatch, client_keys)
     inside_asyncssh = _counting_defaults(monkeypatch, asyncssh.connection)
@@ -133,7 +138,7 @@ async def test_keys_an_ssh_config_names_are_loaded_once_instead_of_the_defaults(
     second = await sim_ssh_host("configured-b")
     options = trust_with_ssh_config(
         sim_ssh_options, tmp_path,
-        f"Host {first.spec.address}\n  IdentityFile {ssh_keys.private_path}\n", first, second)
+        host_block(first.spec.address, f"IdentityFile {ssh_keys.private_path}"), first, second)
     monkeypatch.setattr(client_keys, "_configured", FileMemo())
     defaults = _counting_defaults(monkeypatch, client_keys)
     ours: list[object] = []
@@ -184,10 +189,9 @@ async def test_a_certificate_file_leaves_the_host_s_keys_to_asyncssh(
 ) -> None:
     """asyncssh pairs a CertificateFile with the keys itself; fleet does not preload them."""
     handle = await sim_ssh_host("certified")
-    options = trust_with_ssh_config(
-        sim_ssh_options, tmp_path,
-        f"Host {handle.spec.address}\n  IdentityFile {ssh_keys.private_path}\n"
-        f"  CertificateFile {tmp_path / 'no-such-cert.pub'}\n", handle)
+    options = trust_with_host_config(
+        sim_ssh_options, tmp_path, handle, f"IdentityFile {ssh_keys.private_path}",
+        f"CertificateFile {tmp_path / 'no-such-cert.pub'}")
     ours: list[object] = []
     _counting(monkeypatch, client_keys.asyncssh, ours)
     with pytest.raises(AuthFailed, match="no-such-cert"):

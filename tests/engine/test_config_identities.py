@@ -16,7 +16,12 @@ from fleet.model import HostSpec
 from fleet.ssh.connect import connect
 from fleet.ssh.options import SshOptions
 from tests.engine.test_client_keys import ssh_home  # noqa: F401 - fixture
-from tests.engine.test_ssh_connect import assert_logs_in, trust, trust_with_ssh_config
+from tests.engine.test_ssh_connect import (
+    assert_logs_in,
+    host_block,
+    trust,
+    trust_with_host_config,
+)
 from tests.fixtures.sshserver import SimHostHandle, SimSshHostFactory, SshKeys
 
 
@@ -33,10 +38,9 @@ def _aliased_host(tmp_path: Path, handle: SimHostHandle, identity_files: list[Pa
     ssh config maps to it with these IdentityFile lines in order, and options that use that
     config and trust the host."""
     config = tmp_path / "ssh_config"
-    lines = [f"Host gpu-alias\n  HostName {handle.spec.address}\n  Port {handle.port}\n"
-             f"  User {handle.spec.user}\n"]
-    lines += [f"  IdentityFile {path}\n" for path in identity_files]
-    config.write_text("".join(lines))
+    config.write_text(host_block(
+        "gpu-alias", f"HostName {handle.spec.address}", f"Port {handle.port}",
+        f"User {handle.spec.user}", *(f"IdentityFile {path}" for path in identity_files)))
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text("hosts:\n  gpu-alias: {}\n")
     (spec,) = load_inventory(inventory, ssh_config=config).hosts
@@ -79,8 +83,7 @@ async def test_an_address_the_config_names_skips_its_missing_keys(
     ssh_keys: SshKeys, ssh_home: Path,  # noqa: F811 - fixture
 ) -> None:
     handle = await sim_ssh_host("direct")
-    options = trust_with_ssh_config(
-        sim_ssh_options, tmp_path,
-        f"Host {handle.spec.address}\n  IdentityFile {tmp_path / 'id_missing'}\n"
-        f"  IdentityFile {ssh_keys.private_path}\n", handle)
+    options = trust_with_host_config(
+        sim_ssh_options, tmp_path, handle, f"IdentityFile {tmp_path / 'id_missing'}",
+        f"IdentityFile {ssh_keys.private_path}")
     await assert_logs_in(replace(handle.spec, identity_file=None), options)

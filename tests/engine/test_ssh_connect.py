@@ -26,6 +26,11 @@ def trust(options: SshOptions, tmp_path: Path, *handles: SimHostHandle) -> SshOp
     return replace(options, known_hosts_files=(known_hosts,))
 
 
+def host_block(pattern: str, *directives: str) -> str:
+    """An ssh config `Host PATTERN` block with these directives, one per line."""
+    return f"Host {pattern}\n" + "".join(f"  {directive}\n" for directive in directives)
+
+
 def trust_with_ssh_config(options: SshOptions, tmp_path: Path, config_text: str,
                           *handles: SimHostHandle) -> SshOptions:
     """trust(), and an ssh config file (tmp_path/ssh_config) holding `config_text`."""
@@ -33,6 +38,13 @@ def trust_with_ssh_config(options: SshOptions, tmp_path: Path, config_text: str,
     config.write_text(config_text)
     return replace(trust(options, tmp_path, *handles), ssh_config_files=(config,))
 
+
+
+def trust_with_host_config(options: SshOptions, tmp_path: Path, handle: SimHostHandle,
+                           *directives: str) -> SshOptions:
+    """trust_with_ssh_config() for one host, its config a `Host ADDRESS` block of these."""
+    return trust_with_ssh_config(
+        options, tmp_path, host_block(handle.spec.address, *directives), handle)
 
 async def assert_logs_in(spec: HostSpec, options: SshOptions) -> None:
     """connect() as `spec` and run `echo hi` over the connection, which is then closed."""
