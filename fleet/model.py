@@ -34,6 +34,10 @@ class HostSpec:
     # fills them in when it resolves the host through the config): offered in turn, missing
     # files skipped, as OpenSSH does, when `identity_file` is unset.
     ssh_config_identity_files: tuple[str, ...] = ()
+    # The name the ssh config was matched against when its HostName replaced `address` (the
+    # alias): connections look the config up by it, as `ssh ALIAS` does, so every option of
+    # the alias's Host block (IdentitiesOnly, IdentityAgent, CertificateFile, ...) applies.
+    ssh_config_host: str | None = None
     python: str = "python3"
     connection: Connection = "ssh"
     proxy_jump: str | None = None

@@ -26,7 +26,8 @@ def host_rows(specs: Sequence[HostSpec]) -> list[dict[str, Any]]:
     return [
         {"name": s.name, "address": s.address, "port": s.port, "user": s.user,
          "connection": s.connection, "identity_file": s.identity_file,
-         "ssh_config_identity_files": list(s.ssh_config_identity_files), "python": s.python,
+         "ssh_config_identity_files": list(s.ssh_config_identity_files),
+         "ssh_config_host": s.ssh_config_host, "python": s.python,
          "proxy_jump": s.proxy_jump, "groups": list(s.groups), "labels": dict(s.labels),
          "source": s.source}
         for s in specs

@@ -43,7 +43,8 @@ def resolve_ssh_config(
     spec: HostSpec, config_path: Path, *, explicit: Collection[str] | None = None
 ) -> HostSpec:
     """`spec` with HostName, Port, User, IdentityFile (all of them, as
-    `ssh_config_identity_files`) and ProxyJump filled in from an ssh config.
+    `ssh_config_identity_files`) and ProxyJump filled in from an ssh config; where HostName
+    replaced the address, the address it was matched by is kept as `ssh_config_host`.
 
     The config is matched against the host's address, as `ssh ADDRESS` would. Fields named in
     `explicit` (the ones the inventory set) are kept; when `explicit` is None, fields that
@@ -63,6 +64,8 @@ def resolve_ssh_config(
     hostname = options.get("Hostname")
     if "address" not in chosen and isinstance(hostname, str) and hostname:
         changes["address"] = hostname
+        if hostname != spec.address:
+            changes["ssh_config_host"] = spec.ssh_config_host or spec.address
     port = options.get("Port")
     if "port" not in chosen and isinstance(port, int):
         changes["port"] = port

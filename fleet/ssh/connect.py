@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import socket
 from dataclasses import replace
-from typing import cast
+from typing import NamedTuple, cast
 
 import asyncssh
 
@@ -23,6 +24,8 @@ from fleet.ssh.hostkeys import (
     no_known_hosts,
 )
 from fleet.ssh.options import SshOptions
+
+log = logging.getLogger(__name__)
 
 # Slack on top of asyncssh's own connect_timeout before the outer guard gives up.
 _GUARD_SLACK_S = 1.0
@@ -65,6 +68,35 @@ def _parse_port(text: str, value: str, owner: str) -> int:
 
 def _where(spec: HostSpec) -> str:
     return f"{spec.address}:{spec.port}"
+
+
+class _ConfigView(NamedTuple):
+    """How the ssh config sees a host: the name it is looked up by, and asyncssh's options for
+    that name with no key loaded (None: not built yet)."""
+
+    lookup: str
+    options: asyncssh.SSHClientConnectionOptions | None
+
+
+async def _config_view(
+    spec: HostSpec, options: SshOptions, *, with_options: bool
+) -> _ConfigView:
+    """The host's alias where the inventory loader resolved the address from it and the ssh
+    config still maps it there (so that Host block's every option applies, as with
+    `ssh ALIAS`: IdentitiesOnly, IdentityAgent, CertificateFile, ...), else its address.
+    The options are built where the alias has to be checked, or `with_options` asks for them.
+    Raises what asyncssh raises for a config it cannot use."""
+    if spec.ssh_config_host and options.ssh_config_files:
+        aliased = await _construct(spec, options, None, spec.ssh_config_host)
+        if aliased.host == spec.address:
+            return _ConfigView(spec.ssh_config_host, aliased)
+        # The config maps the alias elsewhere now (edited, or not the one the inventory was
+        # read with): the address fleet knows the host by is dialled, with its own options.
+        log.debug("%s: ssh config maps %s to %s, not %s: looked up by address", spec.name,
+                  spec.ssh_config_host, aliased.host, spec.address)
+    if not with_options:
+        return _ConfigView(spec.address, None)
+    return _ConfigView(spec.address, await _construct(spec, options, None, spec.address))
 
 
 def _passphrase_protected(error: asyncssh.KeyImportError) -> bool:
@@ -134,7 +166,7 @@ async def _unnamed_keys(
 
     The config's files are the ones the inventory loader resolved for the host's alias
     (`spec.ssh_config_identity_files`), else what `config_only` (options built with no keys)
-    says of the address dialled."""
+    says of the name the config looks the host up by (_config_view)."""
     config = getattr(config_only, "config", None)  # asyncssh's SSHClientConfig for this host
     if config is None or config.get("CertificateFile"):
         return ()
@@ -155,13 +187,14 @@ async def _unnamed_keys(
 
 
 async def _construct(
-    spec: HostSpec, options: SshOptions, client_keys: object
+    spec: HostSpec, options: SshOptions, client_keys: object, lookup: str
 ) -> asyncssh.SSHClientConnectionOptions:
-    """asyncssh options for `spec`: explicit spec values, then ssh config, then defaults;
-    `client_keys` None loads no key (for reading the ssh config's values alone)."""
+    """asyncssh options for `spec`, the ssh config looked up by `lookup` (_config_view):
+    explicit spec values, then ssh config, then defaults; `client_keys` None loads no key (for
+    reading the ssh config's values alone)."""
     prepared = await asyncssh.SSHClientConnectionOptions.construct(
         config=[str(path) for path in options.ssh_config_files],
-        host=spec.address,
+        host=lookup,
         port=spec.port,
         username=spec.user if spec.user else (),
         client_keys=client_keys,
@@ -178,14 +211,11 @@ async def _construct(
 
 
 async def _build_options(
-    spec: HostSpec,
-    options: SshOptions,
-    config_only: asyncssh.SSHClientConnectionOptions | None = None,
+    spec: HostSpec, options: SshOptions, view: _ConfigView
 ) -> tuple[asyncssh.SSHClientConnectionOptions, bool]:
     """asyncssh options for `spec` with its client keys loaded (the inventory's identity file,
     else the defaults or what the ssh config names), and whether the identity file, being
-    passphrase-protected, was left to the ssh-agent; `config_only`, where the caller has it
-    already, is `_construct(spec, options, None)`."""
+    passphrase-protected, was left to the ssh-agent."""
     keys: object
     if spec.identity_file:
         try:
@@ -200,24 +230,23 @@ async def _build_options(
                     f"{spec.identity_file}`; fleet asks for no passphrase")) from exc
             # As OpenSSH does: the agent holds the key and signs with it. asyncssh, left to
             # choose the keys, offers the agent's and skips encrypted files.
-            return await _construct(spec, options, ()), True
+            return await _construct(spec, options, (), view.lookup), True
     else:
-        if config_only is None:
-            config_only = await _construct(spec, options, None)
+        config_only = view.options or await _construct(spec, options, None, view.lookup)
         keys = await _unnamed_keys(spec, config_only)
-    return await _construct(spec, options, keys), False
+    return await _construct(spec, options, keys, view.lookup), False
 
 
 async def _connect_hop(
     spec: HostSpec,
     options: SshOptions,
     tunnel: asyncssh.SSHClientConnection | None,
-    config_only: asyncssh.SSHClientConnectionOptions | None = None,
+    view: _ConfigView | None = None,
 ) -> asyncssh.SSHClientConnection:
     """One SSH connection (directly or over `tunnel`), bounded by the handshake deadline."""
     deadline = options.handshake_deadline + _GUARD_SLACK_S
     try:
-        return await asyncio.wait_for(_open_hop(spec, options, tunnel, config_only), deadline)
+        return await asyncio.wait_for(_open_hop(spec, options, tunnel, view), deadline)
     except TimeoutError as exc:
         raise HostUnreachable(
             spec.name, f"timed out after {deadline:g}s connecting to {_where(spec)}"
@@ -228,13 +257,16 @@ async def _open_hop(
     spec: HostSpec,
     options: SshOptions,
     tunnel: asyncssh.SSHClientConnection | None,
-    config_only: asyncssh.SSHClientConnectionOptions | None = None,
+    view: _ConfigView | None = None,
 ) -> asyncssh.SSHClientConnection:
-    """One SSH connection (directly or over `tunnel`), host key checked by fleet's policy."""
+    """One SSH connection (directly or over `tunnel`), host key checked by fleet's policy;
+    `view`, where the caller has it already, is _config_view(spec, options)."""
     policy: HostKeyPolicy | None = None
     to_agent = False
     try:
-        prepared, to_agent = await _build_options(spec, options, config_only)
+        if view is None:
+            view = await _config_view(spec, options, with_options=False)
+        prepared, to_agent = await _build_options(spec, options, view)
         # Keys are looked up for the host really dialled (ssh config may rewrite HostName).
         policy = await asyncio.to_thread(
             HostKeyPolicy, spec.name, prepared.host, prepared.port, options
@@ -246,7 +278,7 @@ async def _open_hop(
             {"client_keys": prepared.client_keys} if prepared.client_keys else {}
         )
         conn = await asyncssh.connect(
-            spec.address,
+            view.lookup,
             spec.port,
             tunnel=tunnel,
             config=[str(path) for path in options.ssh_config_files],
@@ -292,13 +324,14 @@ def _jump_of(spec: HostSpec, prepared: asyncssh.SSHClientConnectionOptions) -> s
 
 async def _connect_chain(spec: HostSpec, options: SshOptions) -> asyncssh.SSHClientConnection:
     jump: str | None = spec.proxy_jump
-    config_only: asyncssh.SSHClientConnectionOptions | None = None
+    view: _ConfigView | None = None
     if jump is None and options.ssh_config_files:
         try:
-            config_only = await _construct(spec, options, None)
+            view = await _config_view(spec, options, with_options=True)
         except (OSError, asyncssh.Error, ValueError) as exc:
             raise AuthFailed(spec.name, f"cannot prepare connection: {exc}") from exc
-        jump = _jump_of(spec, config_only)
+        assert view.options is not None  # asked for
+        jump = _jump_of(spec, view.options)
     hops = parse_jump(jump, spec.name) if jump else []
     tunnel: asyncssh.SSHClientConnection | None = None
     try:
@@ -312,7 +345,7 @@ async def _connect_chain(spec: HostSpec, options: SshOptions) -> asyncssh.SSHCli
             tunnel = hop_conn
         # The target's options as its ssh config gives them are the ones the jump check read
         # (a hop never changes them): not parsed a second time.
-        conn = await _connect_hop(replace(spec, proxy_jump=None), options, tunnel, config_only)
+        conn = await _connect_hop(replace(spec, proxy_jump=None), options, tunnel, view)
     except BaseException:
         if tunnel is not None:
             tunnel.close()
@@ -338,9 +371,10 @@ async def fetch_host_public_key(spec: HostSpec, options: SshOptions) -> asyncssh
     try:
         if spec.proxy_jump:
             tunnel = await _connect_chain_to_jump(spec, options)
+        lookup = (await _config_view(spec, options, with_options=False)).lookup
         key = await asyncio.wait_for(
             asyncssh.get_server_host_key(
-                spec.address,
+                lookup,
                 spec.port,
                 tunnel=tunnel,
                 config=[str(path) for path in options.ssh_config_files],

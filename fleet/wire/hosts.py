@@ -69,6 +69,7 @@ class ManagedHostWire(Struct, frozen=True):
     user: str | None = None
     identity_file: str | None = None
     ssh_config_identity_files: tuple[str, ...] = ()
+    ssh_config_host: str | None = None
     python: str = "python3"
     connection: str = "ssh"
     proxy_jump: str | None = None

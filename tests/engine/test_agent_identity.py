@@ -52,7 +52,8 @@ def locked_identity(tmp_path: Path, ssh_keys: SshKeys) -> Path:
     return path
 
 
-def _add_to_agent(key: Path, socket: Path) -> None:
+def add_to_agent(key: Path, socket: Path) -> None:
+    """`ssh-add KEY` to the agent at `socket`."""
     subprocess.run(["ssh-add", "-q", str(key)], env={**os.environ, "SSH_AUTH_SOCK": str(socket)},
                    check=True, timeout=30, capture_output=True)
 
@@ -61,7 +62,7 @@ async def test_the_agent_signs_for_a_passphrase_protected_identity(
     sim_ssh_host: SimSshHostFactory, sim_ssh_options: SshOptions, tmp_path: Path,
     ssh_keys: SshKeys, agent_socket: Path, locked_identity: Path,
 ) -> None:
-    _add_to_agent(ssh_keys.private_path, agent_socket)
+    add_to_agent(ssh_keys.private_path, agent_socket)
     handle = await sim_ssh_host("locked")
     spec = replace(handle.spec, identity_file=str(locked_identity))
     await assert_logs_in(spec, trust(sim_ssh_options, tmp_path, handle))

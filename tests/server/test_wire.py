@@ -20,7 +20,8 @@ from fleet.wire.codec import WireError, decode, encode
 from fleet.wire.errors import ErrorReply, error_from_wire, error_to_wire
 
 # HostSpec fields that stay on the server (a key path, the host's Python, the inventory line).
-SERVER_ONLY = {"identity_file", "ssh_config_identity_files", "python", "source"}
+SERVER_ONLY = {"identity_file", "ssh_config_identity_files", "ssh_config_host", "python",
+               "source"}
 
 
 def _snapshot() -> FleetSnapshot:

@@ -114,9 +114,13 @@ def test_ssh_config_fills_unset_fields(ssh_config: Path) -> None:
     assert spec.ssh_config_identity_files == ("~/.ssh/id_gpu", "/keys/fallback")
     assert spec.identity_file is None
     assert spec.proxy_jump == "jump@bastion"
+    # HostName replaced the address: connections look the config up by the alias, as ssh does.
+    assert spec.ssh_config_host == "gpu01"
+    assert resolve_ssh_config(spec, ssh_config).ssh_config_host == "gpu01"  # kept on a re-read
     other = resolve_ssh_config(HostSpec(name="gpu07", address="gpu07"), ssh_config)
     assert (other.address, other.port, other.user) == ("gpu07", 22, "bob")
     assert other.ssh_config_identity_files == ("/keys/fallback",) and other.proxy_jump is None
+    assert other.ssh_config_host is None  # no HostName: looked up by its address already
 
 
 def test_ssh_config_never_overrides_explicit_values(ssh_config: Path) -> None:
