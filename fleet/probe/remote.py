@@ -52,8 +52,24 @@ class GpuLost(Exception):
     """Raised inside a GPU reading when NVML says the GPU is lost; stops that GPU's reading."""
 
 
+_nvml_error_kinds = None  # {NVML error code: kind}, made on the first NVML error
+
+
 def _nvml_error_name(error):
-    return type(error).__name__.replace("NVMLError_", "")
+    """The error's kind as pynvml's error-class factory names its class, from the error's code
+    (NVML_ERROR_GPU_IS_LOST: GpuIsLost); for a code pynvml does not list, its base class's name.
+    Read from the code, not the class: the binding the bundle ships leaves that factory out
+    (fleet.probe.trim.SKIPPED_CALLS), and its `import string` with it."""
+    global _nvml_error_kinds
+    if _nvml_error_kinds is None:
+        kinds = {}
+        for name in dir(pynvml):  # sorted, as the factory reads them: a code's last name wins
+            if name.startswith("NVML_ERROR_"):
+                words = name[len("NVML_ERROR_"):].split("_")
+                kinds[getattr(pynvml, name)] = "".join(word.capitalize() for word in words)
+        _nvml_error_kinds = kinds
+    kind = _nvml_error_kinds.get(getattr(error, "value", None))
+    return kind if kind is not None else type(error).__name__.replace("NVMLError_", "")
 
 
 def _is_nvml_error(error):

@@ -8,6 +8,12 @@ from dataclasses import dataclass
 
 # The name the probe binds the shipped binding to (remote.py's global `pynvml`).
 PROBE_MODULE_NAME = "pynvml"
+# Module-level calls left out although module-level calls are otherwise always kept: pynvml's
+# error-class factory (one NVMLError subclass per NVML_ERROR_* code). The probe names an error
+# from its code (remote.py's _nvml_error_name), and the factory needs `import string`, whose `re`
+# import and compiled string.Template pattern are a quarter of a probe's host CPU (14.5 M of
+# 58.9 M instructions for the bootstrap's and the binding's imports under Debian's python3.11).
+SKIPPED_CALLS = frozenset({"_extractNVMLErrorsAsClasses"})
 
 
 @dataclass(frozen=True)
@@ -26,13 +32,15 @@ class _Chunk:
             names.update(_bound_names(statement))
         return frozenset(names)
 
-    @property
-    def always_kept(self) -> bool:
-        """Statements kept whatever is used: module-level calls and anything not a plain
-        definition, assignment or import (whose effect a name analysis cannot see)."""
+    def always_kept(self, skipped_calls: frozenset[str]) -> bool:
+        """Statements kept whatever is used: module-level calls (but a bare call of a function
+        named in `skipped_calls`) and anything not a plain definition, assignment or import
+        (whose effect a name analysis cannot see)."""
         for statement in self.statements:
             if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
                 continue  # a bare string (documentation): no effect
+            if _is_skipped_call(statement, skipped_calls):
+                continue
             if isinstance(statement, ast.ImportFrom) and any(
                 alias.name == "*" for alias in statement.names
             ):
@@ -40,6 +48,16 @@ class _Chunk:
             if not isinstance(statement, _DEFINITIONS):
                 return True
         return False
+
+
+def _is_skipped_call(statement: ast.stmt, skipped_calls: frozenset[str]) -> bool:
+    """Whether the statement is `NAME()` alone, NAME one of `skipped_calls`."""
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and isinstance(statement.value.func, ast.Name)
+        and statement.value.func.id in skipped_calls
+    )
 
 
 _DEFINITIONS = (
@@ -124,6 +142,12 @@ def _chunks(tree: ast.Module) -> list[_Chunk]:
     return chunks
 
 
+def prefixes_used_by_probe(probe_source: str) -> set[str]:
+    """Prefixes the probe looks the binding's names up by (`name.startswith("NVML_ERROR_")`
+    over `dir(pynvml)`): every name of the binding with one is kept."""
+    return _references(ast.parse(probe_source))[1]
+
+
 def names_used_by_probe(probe_source: str, module_name: str = PROBE_MODULE_NAME) -> set[str]:
     """Names the probe may look up on the binding: `pynvml.NAME` attributes, plus every
     identifier-like string constant (`getattr(pynvml, "NAME", None)`, names in a tuple)."""
@@ -141,9 +165,15 @@ def names_used_by_probe(probe_source: str, module_name: str = PROBE_MODULE_NAME)
     return used
 
 
-def trim_module(source: str, roots: set[str]) -> str:
-    """`source` with only the top-level statements that `roots` need, transitively, plus the
-    ones always kept (module-level calls, star imports), in their original order and text."""
+def trim_module(
+    source: str,
+    roots: set[str],
+    root_prefixes: Iterable[str] = (),
+    skipped_calls: frozenset[str] = frozenset(),
+) -> str:
+    """`source` with only the top-level statements that `roots` and the names starting with
+    `root_prefixes` need, transitively, plus the ones always kept (module-level calls but those
+    of `skipped_calls`, star imports), in their original order and text."""
     chunks = _chunks(ast.parse(source))
     lines = source.splitlines(keepends=True)
     binders: dict[str, list[int]] = {}
@@ -151,8 +181,11 @@ def trim_module(source: str, roots: set[str]) -> str:
         for name in chunk.binds:
             binders.setdefault(name, []).append(position)
     kept: set[int] = set()
-    pending = [position for position, chunk in enumerate(chunks) if chunk.always_kept]
+    pending = [
+        position for position, chunk in enumerate(chunks) if chunk.always_kept(skipped_calls)
+    ]
     wanted = set(roots)
+    wanted.update(name for name in binders if name.startswith(tuple(root_prefixes)))
     seen_names: set[str] = set()
     seen_prefixes: set[str] = set()
     while pending or wanted - seen_names:
@@ -179,4 +212,5 @@ def trim_module(source: str, roots: set[str]) -> str:
 
 def trim_pynvml(pynvml_source: str, probe_source: str) -> str:
     """The pynvml source trimmed to what the probe program (remote.py's source) uses."""
-    return trim_module(pynvml_source, names_used_by_probe(probe_source))
+    return trim_module(pynvml_source, names_used_by_probe(probe_source),
+                       prefixes_used_by_probe(probe_source), SKIPPED_CALLS)

@@ -194,6 +194,52 @@ def test_injected_errors_really_reach_the_output(
     assert sum("Unknown Error" in warning for warning in sample["warnings"]) >= 10
 
 
+def test_errors_are_named_as_the_whole_bindings_error_classes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pynvml
+
+    from fleet.probe import remote
+
+    monkeypatch.setattr(remote, "pynvml", pynvml)  # the whole binding, with its error classes
+    monkeypatch.setattr(remote, "_nvml_error_kinds", None)
+    codes = {getattr(pynvml, name) for name in dir(pynvml) if name.startswith("NVML_ERROR_")}
+    assert len(codes) > 20
+    for code in sorted(codes | {12345}):  # and a code the binding does not list
+        error = pynvml.NVMLError(code)
+        assert remote._nvml_error_name(error) == type(error).__name__.replace("NVMLError_", "")
+    assert remote._nvml_error_name(pynvml.NVMLError(15)) == "GpuIsLost"
+    assert remote._nvml_error_name(pynvml.NVMLError(999)) == "Unknown"
+    assert remote._nvml_error_name(pynvml.NVMLError(12345)) == "NVMLError"
+
+
+@pytest.mark.parametrize(("code", "warned"), [(3, False), (21, False), (4, True)])
+def test_quiet_errors_stay_quiet_in_the_shipped_probe(
+    sim_host: SimHost, sources: tuple[str, str], tmp_path: Path, code: int, warned: bool
+) -> None:
+    _, env = sim_host(_injected(code))  # NotSupported, NoData: null; NoPermission: warned
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    (sample,) = _run(sources[1], probe_arguments("once", None, "~/.fleet/tasks"), env)
+    device_warnings = [w for w in sample["warnings"] if "nvmlDeviceGet" in w]
+    assert bool(device_warnings) is warned
+
+
+def test_the_shipped_binding_leaves_the_error_class_factory_and_string_out(
+    sources: tuple[str, str],
+) -> None:
+    full, trimmed = sources
+    assert "_extractNVMLErrorsAsClasses()" in full and "import string" in full
+    assert "_extractNVMLErrorsAsClasses" not in trimmed.split("def ")[0]
+    kept = {line.strip() for line in trimmed.splitlines()}
+    assert "_extractNVMLErrorsAsClasses()" not in kept and "import string" not in kept
+    def code_names(source: str) -> set[str]:
+        return {node.targets[0].id for node in ast.parse(source).body
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.startswith("NVML_ERROR_")}
+
+    assert code_names(trimmed) == code_names(full)  # every code's name, to name errors by
+
+
 def test_streaming_output_is_the_same_and_no_library_too(
     sim_host: SimHost, sources: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -314,6 +360,16 @@ class Factory:
 def unused(): return UNUSED
 Factory().names()
 '''
+
+
+def test_trim_leaves_skipped_calls_out_and_keeps_names_by_prefix() -> None:
+    source = SYNTHETIC + "def factory(): return string.capwords('a')\nfactory()\n"
+    trimmed = trim_module(source, {"used"})
+    assert "factory()" in trimmed.splitlines()
+    trimmed = trim_module(source, {"A"}, ("ERR_",), frozenset({"factory"}))
+    kept = set(trimmed.splitlines())
+    assert {"ERR_X = 5", "ERR_Y = 6", "A = 1; B = A"} <= kept
+    assert not {"factory()", "def factory(): return string.capwords('a')"} & kept
 
 
 def test_trim_keeps_the_closure_calls_and_prefix_lookups_only() -> None:
