@@ -25,10 +25,18 @@ SELECTING_HOSTS = {"fleet status", "fleet hosts", "fleet monitor", "fleet run",
 
 def _leaf_commands(command: click.Command, path: str = "fleet") -> Iterator[tuple[str, Any]]:
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+        context = click.Context(command)
+        for name in command.list_commands(context):  # the lazily imported ones too
+            sub = command.get_command(context, name)
+            assert sub is not None, name
             yield from _leaf_commands(sub, f"{path} {name}")
     else:
         yield path, command
+
+
+def test_every_command_is_listed_and_loads() -> None:
+    paths = [path for path, _ in _leaf_commands(cli)]
+    assert len(paths) > 30 and {"fleet status", "fleet db backup", "fleet tui"} <= set(paths)
 
 
 def _option_names(command: click.Command) -> dict[str, click.Parameter]:
@@ -119,6 +127,7 @@ async def test_usage_errors_look_like_every_other_error(fleet_cli: FleetCli) -> 
         ("reserve", "--gpus", "many"): "Invalid value for '--gpus'",
         ("history", "gpus", "--format", "xml"): "Invalid value for '--format'",
         ("frobnicate",): "No such command 'frobnicate'",
+        ("statsu",): "No such command 'statsu'. Did you mean 'status'?",  # not yet imported
     }
     for args, message in cases.items():
         result = await fleet_cli.run(*args)

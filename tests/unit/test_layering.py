@@ -336,8 +336,22 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_cli_import_loads_neither_textual_nor_heavy_libraries() -> None:
-    loaded = _modules_after("import fleet.cli.main")
-    assert not loaded & {"textual", "asyncssh", "sqlalchemy", "zeroconf", "pynvml", "tui"}
+    every_command = ("import click, fleet.cli.main as m\n"
+                     "[m.cli.get_command(click.Context(m.cli), n) for n in m.COMMANDS]")
+    for code in ("import fleet.cli.main", every_command):
+        loaded = _modules_after(code)
+        assert not loaded & {"textual", "asyncssh", "sqlalchemy", "zeroconf", "pynvml", "tui"}
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    probe = ("import json, sys, fleet.cli.main as m\n"
+             "try:\n    m.main(['status', '--help'])\nexcept SystemExit:\n    pass\n"
+             "print(json.dumps(sorted(n for n in sys.modules if n.startswith('fleet.cli.'))))")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                         text=True, cwd=ROOT).stdout
+    loaded = {name for name in json.loads(out.splitlines()[-1]) if name.endswith("_cmd")}
+    assert "fleet.cli.status_cmd" in loaded
+    assert not loaded & {"fleet.cli.dispatch_cmd", "fleet.cli.tui_cmd", "fleet.cli.db_cmd"}
 
 
 def test_renderers_load_no_heavy_library() -> None:
