@@ -119,8 +119,6 @@ def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_
                             server=server)
 
 
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; FleetErrors become a message on stderr and their documented exit code."""
     try:
