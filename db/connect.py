@@ -39,13 +39,14 @@ def open_with_engine(resolved: str, *, migrate: bool = True) -> Database:
     reason = None if sqlite_path is None else read_only_reason(sqlite_path)
     if sqlite_path is not None and reason is not None:
         return open_read_only(sqlite_path, resolved, reason)
+    engine = create_engine_for(parsed, shown)  # first: a bad URL option creates no file
     if sqlite_path is not None:
         try:
             prepare_sqlite_file(sqlite_path)
         except OSError as exc:
+            engine.dispose()
             reason = exc.strerror or str(exc)
             raise DatabaseError(f"cannot create database file {sqlite_path}: {reason}") from exc
-    engine = create_engine_for(parsed, shown)
     try:
         if migrate:
             upgrade_to_head(engine)

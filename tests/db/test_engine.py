@@ -101,13 +101,14 @@ def _schema(db_path: Path) -> list[tuple[str, str]]:
         return [(str(name), str(sql)) for name, sql in rows]
 
 
-def test_bad_url_raises_clear_error() -> None:
+def test_bad_url_raises_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DatabaseError, match="invalid database URL"):
         open_database("not a url://x")
     with pytest.raises(DatabaseError, match="nosuchdialect"):
         open_database("nosuchdialect://host/db")
     with pytest.raises(DatabaseError, match=r"cannot use database URL .*x\.db.*bad option"):
-        open_database("sqlite:////tmp/x.db?timeout=soon")
+        open_database(f"sqlite:///{tmp_path}/new/x.db?timeout=soon")
+    assert not (tmp_path / "new").exists()  # a URL refused creates neither file nor directory
 
 
 def test_unwritable_directory_raises_clear_error(tmp_path: Path) -> None:
