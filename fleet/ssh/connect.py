@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import logging
 import os
 import socket
 from dataclasses import replace
-from typing import NamedTuple, cast
 
 import asyncssh
 
 from fleet.errors import AuthFailed, HostError, HostKeyRejected, HostUnreachable
 from fleet.model import HostSpec
-from fleet.ssh.client_keys import config_keypairs, default_keypairs, identity_keypairs
+from fleet.ssh.host_options import ConfigView, build_options, config_view
 from fleet.ssh.hostkeys import (
     HostKeyPolicy,
     PolicyClient,
     blob_fingerprint,
     key_fingerprint,
     key_type_name,
-    no_known_hosts,
 )
 from fleet.ssh.options import SshOptions
-
-log = logging.getLogger(__name__)
 
 # Slack on top of asyncssh's own connect_timeout before the outer guard gives up.
 _GUARD_SLACK_S = 1.0
@@ -68,41 +63,6 @@ def _parse_port(text: str, value: str, owner: str) -> int:
 
 def _where(spec: HostSpec) -> str:
     return f"{spec.address}:{spec.port}"
-
-
-class _ConfigView(NamedTuple):
-    """How the ssh config sees a host: the name it is looked up by, and asyncssh's options for
-    that name with no key loaded (None: not built yet)."""
-
-    lookup: str
-    options: asyncssh.SSHClientConnectionOptions | None
-
-
-async def _config_view(
-    spec: HostSpec, options: SshOptions, *, with_options: bool
-) -> _ConfigView:
-    """The host's alias where the inventory loader resolved the address from it and the ssh
-    config still maps it there (so that Host block's every option applies, as with
-    `ssh ALIAS`: IdentitiesOnly, IdentityAgent, CertificateFile, ...), else its address.
-    The options are built where the alias has to be checked, or `with_options` asks for them.
-    Raises what asyncssh raises for a config it cannot use."""
-    if spec.ssh_config_host and options.ssh_config_files:
-        aliased = await _construct(spec, options, None, spec.ssh_config_host)
-        if aliased.host == spec.address:
-            return _ConfigView(spec.ssh_config_host, aliased)
-        # The config maps the alias elsewhere now (edited, or not the one the inventory was
-        # read with): the address fleet knows the host by is dialled, with its own options.
-        log.debug("%s: ssh config maps %s to %s, not %s: looked up by address", spec.name,
-                  spec.ssh_config_host, aliased.host, spec.address)
-    if not with_options:
-        return _ConfigView(spec.address, None)
-    return _ConfigView(spec.address, await _construct(spec, options, None, spec.address))
-
-
-def _passphrase_protected(error: asyncssh.KeyImportError) -> bool:
-    """Whether loading a key failed only because it is encrypted and no passphrase was given
-    (asyncssh's own test when it skips such files for the agent)."""
-    return str(error).startswith("Passphrase")
 
 
 def _keys_description(client_keys: object) -> str:
@@ -155,93 +115,11 @@ def translate_error(
     return HostUnreachable(spec.name, f"{type(exc).__name__} connecting to {where}: {exc}")
 
 
-async def _unnamed_keys(
-    spec: HostSpec, config_only: asyncssh.SSHClientConnectionOptions
-) -> object:
-    """The keys the inventory does not name, as loaded pairs (fleet.ssh.client_keys: once per
-    process): every IdentityFile the host's ssh config names that exists (missing ones are
-    skipped, as OpenSSH does), else the defaults; () where asyncssh is to resolve and load them
-    for the host itself (a CertificateFile, or IdentitiesOnly with no IdentityFile, or config
-    keys that all were skipped). Raises AuthFailed when none of the named files exists.
-
-    The config's files are the ones the inventory loader resolved for the host's alias
-    (`spec.ssh_config_identity_files`), else what `config_only` (options built with no keys)
-    says of the name the config looks the host up by (_config_view)."""
-    config = getattr(config_only, "config", None)  # asyncssh's SSHClientConfig for this host
-    if config is None or config.get("CertificateFile"):
-        return ()
-    identity_files = spec.ssh_config_identity_files or tuple(
-        str(path) for path in config.get("IdentityFile") or ())
-    if identity_files:
-        try:
-            keys = await asyncio.to_thread(
-                config_keypairs, identity_files, bool(config.get("IdentitiesOnly")))
-        except FileNotFoundError as exc:
-            raise AuthFailed(spec.name, (
-                f"no IdentityFile the ssh config names exists: {', '.join(identity_files)}"
-            )) from exc
-        return keys or ()
-    if config.get("IdentitiesOnly"):  # asyncssh limits the agent to the default keys itself
-        return ()
-    return await asyncio.to_thread(default_keypairs) or ()
-
-
-async def _construct(
-    spec: HostSpec, options: SshOptions, client_keys: object, lookup: str
-) -> asyncssh.SSHClientConnectionOptions:
-    """asyncssh options for `spec`, the ssh config looked up by `lookup` (_config_view):
-    explicit spec values, then ssh config, then defaults; `client_keys` None loads no key (for
-    reading the ssh config's values alone)."""
-    prepared = await asyncssh.SSHClientConnectionOptions.construct(
-        config=[str(path) for path in options.ssh_config_files],
-        host=lookup,
-        port=spec.port,
-        username=spec.user if spec.user else (),
-        client_keys=client_keys,
-        known_hosts=no_known_hosts,
-        kex_algs=options.kex_algs,
-        encryption_algs=options.encryption_algs,
-        connect_timeout=options.handshake_deadline,
-        login_timeout=options.login_timeout,
-        keepalive_interval=options.keepalive_interval,
-        keepalive_count_max=options.keepalive_count_max,
-        encoding=None,
-    )
-    return cast(asyncssh.SSHClientConnectionOptions, prepared)
-
-
-async def _build_options(
-    spec: HostSpec, options: SshOptions, view: _ConfigView
-) -> tuple[asyncssh.SSHClientConnectionOptions, bool]:
-    """asyncssh options for `spec` with its client keys loaded (the inventory's identity file,
-    else the defaults or what the ssh config names), and whether the identity file, being
-    passphrase-protected, was left to the ssh-agent."""
-    keys: object
-    if spec.identity_file:
-        try:
-            keys = await asyncio.to_thread(identity_keypairs, spec.identity_file)
-        except asyncssh.KeyImportError as exc:
-            if not _passphrase_protected(exc):
-                raise
-            if not os.environ.get("SSH_AUTH_SOCK"):
-                raise AuthFailed(spec.name, (
-                    f"identity {spec.identity_file} is passphrase-protected and no ssh-agent "
-                    f"runs here (SSH_AUTH_SOCK is unset): load it with `ssh-add "
-                    f"{spec.identity_file}`; fleet asks for no passphrase")) from exc
-            # As OpenSSH does: the agent holds the key and signs with it. asyncssh, left to
-            # choose the keys, offers the agent's and skips encrypted files.
-            return await _construct(spec, options, (), view.lookup), True
-    else:
-        config_only = view.options or await _construct(spec, options, None, view.lookup)
-        keys = await _unnamed_keys(spec, config_only)
-    return await _construct(spec, options, keys, view.lookup), False
-
-
 async def _connect_hop(
     spec: HostSpec,
     options: SshOptions,
     tunnel: asyncssh.SSHClientConnection | None,
-    view: _ConfigView | None = None,
+    view: ConfigView | None = None,
 ) -> asyncssh.SSHClientConnection:
     """One SSH connection (directly or over `tunnel`), bounded by the handshake deadline."""
     deadline = options.handshake_deadline + _GUARD_SLACK_S
@@ -257,16 +135,16 @@ async def _open_hop(
     spec: HostSpec,
     options: SshOptions,
     tunnel: asyncssh.SSHClientConnection | None,
-    view: _ConfigView | None = None,
+    view: ConfigView | None = None,
 ) -> asyncssh.SSHClientConnection:
     """One SSH connection (directly or over `tunnel`), host key checked by fleet's policy;
-    `view`, where the caller has it already, is _config_view(spec, options)."""
+    `view`, where the caller has it already, is config_view(spec, options)."""
     policy: HostKeyPolicy | None = None
     to_agent = False
     try:
         if view is None:
-            view = await _config_view(spec, options, with_options=False)
-        prepared, to_agent = await _build_options(spec, options, view)
+            view = await config_view(spec, options, with_options=False)
+        prepared, to_agent = await build_options(spec, options, view)
         # Keys are looked up for the host really dialled (ssh config may rewrite HostName).
         policy = await asyncio.to_thread(
             HostKeyPolicy, spec.name, prepared.host, prepared.port, options
@@ -324,10 +202,10 @@ def _jump_of(spec: HostSpec, prepared: asyncssh.SSHClientConnectionOptions) -> s
 
 async def _connect_chain(spec: HostSpec, options: SshOptions) -> asyncssh.SSHClientConnection:
     jump: str | None = spec.proxy_jump
-    view: _ConfigView | None = None
+    view: ConfigView | None = None
     if jump is None and options.ssh_config_files:
         try:
-            view = await _config_view(spec, options, with_options=True)
+            view = await config_view(spec, options, with_options=True)
         except (OSError, asyncssh.Error, ValueError) as exc:
             raise AuthFailed(spec.name, f"cannot prepare connection: {exc}") from exc
         assert view.options is not None  # asked for
@@ -371,7 +249,7 @@ async def fetch_host_public_key(spec: HostSpec, options: SshOptions) -> asyncssh
     try:
         if spec.proxy_jump:
             tunnel = await _connect_chain_to_jump(spec, options)
-        lookup = (await _config_view(spec, options, with_options=False)).lookup
+        lookup = (await config_view(spec, options, with_options=False)).lookup
         key = await asyncio.wait_for(
             asyncssh.get_server_host_key(
                 lookup,
