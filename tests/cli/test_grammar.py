@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -13,6 +12,7 @@ from fleet.sim import gpus as scenarios
 from fleet.sim.build import SimTools
 from fleet.sim.gpus import write_config
 from tests.cli.conftest import FleetCli
+from tests.fixtures.cli_commands import leaf_commands
 
 LOCAL_INVENTORY = "hosts:\n  workstation:\n    connection: local\n"
 # Commands that print no data document: the UI, its demo, and raw task output.
@@ -23,19 +23,8 @@ SELECTING_HOSTS = {"fleet status", "fleet hosts", "fleet monitor", "fleet run",
                    "fleet reserve", "fleet dispatch", "fleet tui"}
 
 
-def _leaf_commands(command: click.Command, path: str = "fleet") -> Iterator[tuple[str, Any]]:
-    if isinstance(command, click.Group):
-        context = click.Context(command)
-        for name in command.list_commands(context):  # the lazily imported ones too
-            sub = command.get_command(context, name)
-            assert sub is not None, name
-            yield from _leaf_commands(sub, f"{path} {name}")
-    else:
-        yield path, command
-
-
 def test_every_command_is_listed_and_loads() -> None:
-    paths = [path for path, _ in _leaf_commands(cli)]
+    paths = [path for path, _ in leaf_commands(cli)]
     assert len(paths) > 30 and {"fleet status", "fleet db backup", "fleet tui"} <= set(paths)
 
 
@@ -44,14 +33,14 @@ def _option_names(command: click.Command) -> dict[str, click.Parameter]:
 
 
 def test_every_data_command_accepts_json_after_it() -> None:
-    missing = [path for path, command in _leaf_commands(cli)
+    missing = [path for path, command in leaf_commands(cli)
                if path not in WITHOUT_JSON and "--json" not in _option_names(command)]
     assert missing == []
 
 
 def test_hosts_selects_hosts_everywhere_with_host_as_its_alias() -> None:
     selecting = {}
-    for path, command in _leaf_commands(cli):
+    for path, command in leaf_commands(cli):
         options = _option_names(command)
         if "--host" in options or "--hosts" in options:
             selecting[path] = options.get("--hosts") is options.get("--host")
@@ -61,7 +50,7 @@ def test_hosts_selects_hosts_everywhere_with_host_as_its_alias() -> None:
 
 def test_every_command_has_help_with_an_example() -> None:
     runner = click.testing.CliRunner()
-    for path, _command in _leaf_commands(cli):
+    for path, _command in leaf_commands(cli):
         result = runner.invoke(cli, [*path.split()[1:], "--help"])
         assert result.exit_code == 0, path
         assert "Example" in result.output and "fleet " in result.output.split("Example")[1], path
