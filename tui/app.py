@@ -117,11 +117,11 @@ class FleetApp(App[None]):
     @on(ServiceFailed)
     def service_failed(self, message: ServiceFailed) -> None:
         self.notify(f"{message.action}: {message.error}", title="failed", severity="error",
-                    timeout=8)
+                    timeout=8, markup=False)
 
     @on(ActionDone)
     def action_done(self, message: ActionDone) -> None:
-        self.notify(message.summary, timeout=4)
+        self.notify(message.summary, timeout=4, markup=False)
         screen = self.screen
         if isinstance(screen, FleetScreen):
             screen.refresh_data()
@@ -135,7 +135,7 @@ class FleetApp(App[None]):
         if task is None:
             return
         self.notify(f"dispatched task {task.task_id} ({task.name})"
-                    + (f" on {task.host}" if task.host else ""), timeout=4)
+                    + (f" on {task.host}" if task.host else ""), timeout=4, markup=False)
         self.switch_mode("tasks")
         screen = self.screen
         if isinstance(screen, TasksScreen):

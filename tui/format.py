@@ -162,10 +162,12 @@ def gpu_state(state: str, drained: bool) -> Text:
 
 
 def safe_cell(cell: object) -> object:
-    """A table cell or line with control characters (terminal escapes) shown as '?'.
+    """A table cell or line with control characters (terminal escapes) shown as '?', and a
+    string as plain Text (a str cell would be read as markup).
 
     Host names, GPU names, task names and output come from outside; one ESC would let them
-    drive the operator's terminal. Styles of a Text are kept (the replacement is 1:1).
+    drive the operator's terminal, and one `[/]` would crash the table's rendering. Styles of a
+    Text are kept (the replacement is 1:1).
     """
     if isinstance(cell, Text):
         cleaned = safe_text(cell.plain, limit=_UNLIMITED)
@@ -175,5 +177,5 @@ def safe_cell(cell: object) -> object:
         copy.plain = cleaned
         return copy
     if isinstance(cell, str):
-        return safe_text(cell, limit=_UNLIMITED)
+        return Text(safe_text(cell, limit=_UNLIMITED))
     return cell

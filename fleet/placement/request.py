@@ -49,7 +49,7 @@ def parse_memory_size(text: str, *, what: str = "--min-free-mem") -> MemorySize:
     if percent is not None:
         value = float(percent.group(1))
         if not 0 < value <= 100:
-            raise ConfigError(f"{what} {text!r}: a percentage must be between 0 and 100")
+            raise ConfigError(f"{what} {text!r}: a percentage must be above 0 and at most 100")
         return MemorySize(fraction=value / 100)
     match = _MEMORY_PATTERN.fullmatch(cleaned)
     if match is None:

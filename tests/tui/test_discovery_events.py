@@ -151,4 +151,4 @@ async def test_a_new_event_appears_at_the_top() -> None:
         await settle(pilot)
         table = screen.query_one(KeyedTable)
         assert str(table.get_row_at(0)[-1]) == "atlas is back"
-        assert table.get_row_at(1)[2] == "hook_failed"
+        assert str(table.get_row_at(1)[2]) == "hook_failed"

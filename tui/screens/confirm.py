@@ -28,7 +28,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(self.question, classes="dialog-title")
+            yield Static(self.question, classes="dialog-title", markup=False)  # names a task
             if self.detail:
                 yield Static(self.detail, classes="dialog-detail", markup=False)
             with Horizontal(classes="dialog-buttons"):

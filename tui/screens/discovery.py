@@ -102,7 +102,8 @@ class DiscoveryScreen(FleetScreen):
         if candidate is None:
             return
         if candidate.state == "adopted":
-            self.notify(f"{candidate.name} is already in the fleet", severity="warning")
+            self.notify(f"{candidate.name} is already in the fleet",
+                        severity="warning", markup=False)
             return
         self.fetch_fingerprint(candidate)
 

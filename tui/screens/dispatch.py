@@ -75,9 +75,10 @@ class DispatchScreen(ModalScreen[TaskView | None]):
         if not script:
             raise ConfigError("a script is required")
         gpus_text = self.query_one("#gpus", Input).value.strip() or "1"
+        if not gpus_text.isascii() or not gpus_text.isdigit() or int(gpus_text) < 1:
+            # the words of PlacementRequest's own check, which a typed `-` or `0` would reach
+            raise ConfigError(f"GPUs must be a whole number of at least 1, not {gpus_text!r}")
         gpus = int(gpus_text)
-        if gpus < 0:
-            raise ConfigError("GPUs must be 0 or more")
         try:
             args = tuple(shlex.split(self.query_one("#args", Input).value))
         except ValueError as exc:

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.widgets import DataTable, Footer, Input, Static
 
 from fleet.errors import FleetError
@@ -78,9 +79,10 @@ class EventsScreen(FleetScreen):
         self.query_one(KeyedTable).sync(shown)
 
     def _title(self) -> None:
-        self.query_one("#events-title", Static).update(
-            f"Events, newest first — severity ≥ [b]{self.min_severity}[/] (w)  ·  filter (/): "
-            f"[b]{self.query_text or 'none'}[/]  ·  Enter: whole message")
+        self.query_one("#events-title", Static).update(Content.from_markup(
+            "Events, newest first — severity ≥ [b]$severity[/] (w)  ·  filter (/): [b]$query[/]"
+            "  ·  Enter: whole message", severity=self.min_severity,
+            query=self.query_text or "none"))  # the filter as typed, never markup
 
     @on(DataTable.RowSelected, "#events")
     def row_selected(self, event: DataTable.RowSelected) -> None:

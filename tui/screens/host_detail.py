@@ -11,6 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.widgets import DataTable, Footer, Static
 
 from fleet.errors import FleetError
@@ -251,7 +252,8 @@ class HostDetailScreen(FleetScreen):
         host = snapshot.host(self.host_name)
         title = self.query_one("#detail-title", Static)
         if host is None:
-            title.update(f"[b]{self.host_name}[/] — no longer in the fleet")
+            title.update(Content.from_markup("[b]$name[/] — no longer in the fleet",
+                                             name=self.host_name))
             return
         state = fmt.host_state(host.state, host.drained)
         state.append(f"  {host.spec.name}", style="bold")
@@ -279,7 +281,7 @@ class HostDetailScreen(FleetScreen):
         if not host.gpus and not existing:
             container.mount(Static(host.reason or (host.report.gpu_reason if host.report
                                                    else None) or "this host has no GPUs",
-                                   classes="muted"))
+                                   classes="muted", markup=False))  # the probe's words
 
     def _sync_processes(self, host: HostSnapshot) -> None:
         table = self.query_one("#processes", DataTable)
@@ -290,7 +292,7 @@ class HostDetailScreen(FleetScreen):
         if rows != current:
             table.clear()
             for row in rows:
-                table.add_row(*row)
+                table.add_row(*(fmt.safe_cell(cell) for cell in row))  # names from the host
 
     def action_toggle_drain(self) -> None:
         snapshot = self.fleet_app.snapshot
@@ -315,7 +317,8 @@ class HostDetailScreen(FleetScreen):
         host = snapshot.host(self.host_name) if snapshot else None
         free = [g.index for g in host.gpus if gpu_is_free(host, g, self.now())] if host else []
         if host is None or not free:
-            self.notify(f"{self.host_name} has no free GPU to reserve", severity="warning")
+            self.notify(f"{self.host_name} has no free GPU to reserve",
+                        severity="warning", markup=False)
             return
         name, service = host.spec.name, self.service
 

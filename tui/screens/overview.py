@@ -7,6 +7,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.widgets import DataTable, Footer, Input, Static
 
 from fleet.snapshot import FleetSnapshot, HostSnapshot
@@ -30,7 +31,7 @@ class OverviewScreen(FleetScreen):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    _summary = ""  # the summary line last shown
+    _summary: tuple[str, str, str] = ("", "", "")  # the summary line last shown: markup, values
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
@@ -75,14 +76,15 @@ class OverviewScreen(FleetScreen):
             parts.append(f"[b red]{hot} hot[/]")
         if drained:
             parts.append(f"[magenta]{drained} drained[/]")
-        parts.append(f"sort: [b]{table.sort_name}[/]")
+        parts.append("sort: [b]$sort[/]")
         if table.row_filter.query:
-            parts.append(f"filter: [b]{table.row_filter.query}[/]")
+            parts.append("filter: [b]$query[/]")  # as typed: `[a-c]*` or `[/]` is no markup
         if table.row_filter.free_only:
             parts.append("[b]free GPUs only[/]")
-        text = "  ·  ".join(parts)
-        if text != self._summary:  # an unchanged summary costs no refresh
-            self._summary = text
+        summary = ("  ·  ".join(parts), table.sort_name, table.row_filter.query)
+        if summary != self._summary:  # an unchanged summary costs no refresh
+            self._summary = summary
+            text = Content.from_markup(summary[0], sort=summary[1], query=summary[2])
             self.query_one("#summary", Static).update(text, layout=False)  # one line, fixed
 
     def selected_host(self) -> HostSnapshot | None:
@@ -188,7 +190,8 @@ class OverviewScreen(FleetScreen):
         indices = ([index] if index is not None
                    else [g.index for g in host.gpus if gpu_is_free(host, g, self.now())])
         if not indices:
-            self.notify(f"{host.spec.name} has no free GPU to reserve", severity="warning")
+            self.notify(f"{host.spec.name} has no free GPU to reserve",
+                        severity="warning", markup=False)
             return
         name = host.spec.name
         service = self.service

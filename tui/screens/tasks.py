@@ -124,7 +124,8 @@ class TasksScreen(FleetScreen):
         if task is None:
             return
         if not task.is_active:
-            self.notify(f"task {task.task_id} already {task.state}", severity="warning")
+            self.notify(f"task {task.task_id} already {task.state}",
+                        severity="warning", markup=False)
             return
         task_id, service = task.task_id, self.service
 
