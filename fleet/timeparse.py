@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
 from fleet.errors import ConfigError
 
+# No interval, timeout, window or hold fleet takes is longer than a century; a longer one is a
+# typo, and past it times and SQLite's integers overflow.
+MAX_DURATION_S = 100 * 366 * 86400.0
+# Points in time fleet takes: from the epoch to the last second datetime can show (year 9999).
+MAX_EPOCH_S = 253_402_300_799.0
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
 
 
 def parse_duration(text: str, *, what: str = "duration") -> float:
@@ -23,7 +30,7 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     else:
         if value < 0:
             raise ConfigError(f"{what} must not be negative: {text!r}")
-        return value
+        return _bounded_duration(value, text, what)
     total = 0.0
     position = 0
     for match in _DURATION_PART.finditer(cleaned):
@@ -35,7 +42,15 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
         raise ConfigError(
             f"invalid {what} {text!r}: use a number with a unit, e.g. 90s, 15m, 2h, 1d12h"
         )
-    return total
+    return _bounded_duration(total, text, what)
+
+
+def _bounded_duration(seconds: float, text: str, what: str) -> float:
+    if not math.isfinite(seconds):  # "nan", "inf": float() takes them
+        raise ConfigError(f"invalid {what} {text!r}: a duration is a finite number of seconds")
+    if seconds > MAX_DURATION_S:
+        raise ConfigError(f"{what} {text!r} is longer than a century")
+    return seconds
 
 
 def parse_time(text: str, *, now: float, what: str = "time") -> float:
@@ -47,12 +62,9 @@ def parse_time(text: str, *, now: float, what: str = "time") -> float:
     if cleaned.lower() == "now":
         return now
     if re.fullmatch(r"\d{9,}(\.\d+)?", cleaned):
-        return float(cleaned)
-    if _DURATION_PART.match(cleaned.lower()):
-        try:
-            return now - parse_duration(cleaned, what=what)
-        except ConfigError:
-            pass
+        return _bounded_time(float(cleaned), text, what)
+    if _DURATION.fullmatch(cleaned.lower()):
+        return _bounded_time(now - parse_duration(cleaned, what=what), text, what)
     try:
         moment = datetime.fromisoformat(cleaned)
     except ValueError:
@@ -60,16 +72,27 @@ def parse_time(text: str, *, now: float, what: str = "time") -> float:
             f"invalid {what} {text!r}: use 'now', a duration ago like 2h, "
             "or an ISO time like 2026-11-30T14:00"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
-    return moment.timestamp()
+    try:
+        seconds = (moment if moment.tzinfo else moment.astimezone()).timestamp()
+    except (OverflowError, ValueError, OSError):  # a year the time functions cannot take
+        seconds = -1.0
+    return _bounded_time(seconds, text, what)
+
+
+def _bounded_time(seconds: float, text: str, what: str) -> float:
+    if not 0 <= seconds <= MAX_EPOCH_S:
+        raise ConfigError(f"{what} {text!r} is outside 1970-01-01 .. 9999-12-31")
+    return seconds
 
 
 def format_time(epoch: float | None) -> str:
     """Local ISO-like time "2026-11-30 14:03:07" for tables; "-" for None."""
     if epoch is None:
         return "-"
-    return datetime.fromtimestamp(epoch, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromtimestamp(epoch, tz=UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # recorded before fleet bounded its inputs
+        return f"{epoch:g} (out of range)"
 
 
 def parse_range(since: str, until: str, bucket: str | None, *, now: float

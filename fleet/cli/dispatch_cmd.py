@@ -14,6 +14,7 @@ from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_option
 from fleet.cli.runner import open_service, run_async
 from fleet.cli.signals import stop_on_signals
 from fleet.cli.task_output import exit_code_of, say, write_output
+from fleet.probe.limits import MAX_INT
 
 if TYPE_CHECKING:
     from fleet.client.session import Service
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 @click.option("--wait", is_flag=True, help="If no GPU fits now, queue (FIFO) until one does.")
 @click.option("--queue-timeout", default="24h", show_default=True, metavar="DURATION",
               help="With --wait: give up (exit 7) after this long in the queue.")
-@click.option("--priority", default=0, show_default=True, type=int,
+@click.option("--priority", default=0, show_default=True, type=click.IntRange(-MAX_INT, MAX_INT),
               help="With --wait: higher runs first; equal priorities are FIFO.")
 @click.option("--name", metavar="TEXT", help="Task name [default: the script's file name].")
 @click.option("--notify", is_flag=True, help="Tell me: the task's end, and its start after a "

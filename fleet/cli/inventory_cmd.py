@@ -21,7 +21,8 @@ def inventory() -> None:
 def inventory_check(ctx: click.Context, path: Path | None) -> int:
     """Validate an inventory (fleet or Ansible YAML) and list its hosts.
 
-    Errors name the file and line and exit with code 2.
+    The `settings:` section is checked too. Errors name the file and line and exit with
+    code 2.
 
     \b
     Examples:
@@ -30,9 +31,11 @@ def inventory_check(ctx: click.Context, path: Path | None) -> int:
     """
     from fleet.cli.hosts_cmd import host_rows, render_hosts
     from fleet.inventory import load_inventory
+    from fleet.monitor.config import inventory_settings
 
     options = global_options(ctx)
     loaded = load_inventory(path or options.inventory_path)
+    inventory_settings(loaded)  # a bad value there would stop `fleet monitor` and `serve`
     source = str(loaded.path) if loaded.path else "(no inventory file: the local machine only)"
     if options.as_json:
         echo_json({"path": str(loaded.path) if loaded.path else None,

@@ -10,6 +10,7 @@ import click
 from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
 from fleet.cli.runner import open_service, run_async
+from fleet.probe.limits import MAX_INT
 
 if TYPE_CHECKING:
     from fleet.placement.claim import Claim
@@ -82,7 +83,7 @@ def reserve(ctx: click.Context, /, duration: str | None, note: str | None, expla
 
 
 @click.command()
-@click.argument("allocation_ids", nargs=-1, type=int, metavar="ID...")
+@click.argument("allocation_ids", nargs=-1, type=click.IntRange(1, MAX_INT), metavar="ID...")
 @click.option("--all-mine", is_flag=True, help="Release every reservation you hold.")
 @click.option("--force", is_flag=True,
               help="Also release GPUs held by a task that is still running.")

@@ -128,11 +128,15 @@ TASK_REF = re.compile(r"(\d+)(?::(\d+))?")
 def parse_task_ref(text: str) -> tuple[int, int | None]:
     """`42` or `42:7` (array 42, index 7) as (id, index); ConfigError otherwise."""
     from fleet.errors import ConfigError
+    from fleet.probe.limits import MAX_INT
 
     match = TASK_REF.fullmatch(text.strip())
     if match is None:
         raise ConfigError(f"{text!r} is not a task id (N) or an array member (ARRAY:INDEX)")
-    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+    task_id, index = int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+    if task_id > MAX_INT or (index is not None and index > MAX_INT):
+        raise ConfigError(f"{text!r} is not a task id: ids are at most {MAX_INT}")
+    return task_id, index
 
 
 async def resolve_task(service: Service, text: str) -> int:

@@ -17,6 +17,7 @@ from fleet.errors import ConfigError
 
 MAX_WITHOUT_FORCE = 10_000
 MAX_MEMBERS = 1_000_000
+MAX_INDEX = 2**31 - 1  # an index is a task's array index (stored, shown, passed as {index})
 _RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -41,9 +42,9 @@ def parse_array(text: str, *, force: bool = False) -> ArraySpec:
     body, percent, limit = text.strip().partition("%")
     max_running: int | None = None
     if percent:
-        if not limit.isdigit() or int(limit) < 1:
+        if not limit.isascii() or not limit.isdigit() or int(limit) < 1:
             raise ConfigError(f"--array {text!r}: %MAX must be a whole number of at least 1")
-        max_running = int(limit)
+        max_running = int(limit)  # capped at the array's size below: one waiter per member
     indices: set[int] = set()
     for part in body.split(","):
         match = _RANGE.fullmatch(part.strip())
@@ -54,6 +55,8 @@ def parse_array(text: str, *, force: bool = False) -> ArraySpec:
         step = int(match.group(3)) if match.group(3) is not None else 1
         if end < start:
             raise ConfigError(f"--array {text!r}: {part!r} ends before it starts")
+        if end > MAX_INDEX:
+            raise ConfigError(f"--array {text!r}: an index is at most {MAX_INDEX:,}")
         if step < 1:
             raise ConfigError(f"--array {text!r}: STEP must be at least 1")
         if (end - start) // step + 1 + len(indices) > MAX_MEMBERS:
@@ -62,6 +65,8 @@ def parse_array(text: str, *, force: bool = False) -> ArraySpec:
     if len(indices) > MAX_WITHOUT_FORCE and not force:
         raise ConfigError(f"--array {text!r}: {len(indices):,} members; more than "
                           f"{MAX_WITHOUT_FORCE:,} needs --force")
+    if max_running is not None:
+        max_running = min(max_running, len(indices))
     return ArraySpec(tuple(sorted(indices)), max_running, text.strip())
 
 

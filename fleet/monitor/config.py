@@ -7,6 +7,7 @@ file named by $FLEET_CONFIG), overridden by the inventory's `settings:` section.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -127,6 +128,14 @@ def load_settings(inventory: Inventory | None = None, config_path: Path | None =
     if inventory is not None and inventory.path is not None and inventory.settings_line:
         layers.append(_read_inventory_settings(inventory.path))
     return _merge(layers)
+
+
+def inventory_settings(inventory: Inventory) -> Settings:
+    """The defaults with only the inventory's `settings:` section on top: what `fleet inventory
+    check` validates, whatever a user's settings file says. ConfigError names file and line."""
+    if inventory.path is None or not inventory.settings_line:
+        return default_settings()
+    return _merge([_read_inventory_settings(inventory.path)])
 
 
 @dataclass
@@ -277,6 +286,8 @@ def _scalar(
             raise source.error(node, f"{what} must be a number{unit}, not {kind(node)}")
         else:
             number = float(value)
+        if not math.isfinite(number):  # YAML's .nan and .inf pass every comparison below
+            raise source.error(node, f"{what} must be a finite number, not {value!r}")
     else:
         raise TypeError(f"settings field {what} has an unsupported type {hint!r}")
     minimum, maximum = metadata.get("minimum"), metadata.get("maximum")

@@ -76,3 +76,26 @@ async def test_monitoring_an_empty_inventory_says_so_and_exits_2(fleet_cli: Flee
         assert "no hosts to monitor: the inventory lists none and none are adopted" in \
             result.stderr, args
         assert "None" not in result.stderr, args
+
+
+async def test_values_out_of_range_are_bad_input_not_tracebacks(fleet_cli: FleetCli) -> None:
+    inventory = fleet_cli.home / "inventory.yaml"
+    inventory.write_text("hosts:\n  a: {address: 127.0.0.1, port: 1}\n"
+                         "settings:\n  monitor:\n    interval: .nan\n")
+    huge = str(2**63)
+    cases = {
+        ("tasks", huge): "ids are at most",
+        ("logs", f"{huge}:1"): "ids are at most",
+        ("cancel", huge): "ids are at most",
+        ("release", huge): "ID",
+        ("events", "--since", "0001-01-01"): "outside 1970-01-01 .. 9999-12-31",
+        ("history", "gpus", "--until", "9" * 20): "outside 1970-01-01 .. 9999-12-31",
+        ("usage", "--since", "9999999999999d"): "longer than a century",
+        ("reserve", "--for", "nan"): "a duration is a finite number of seconds",
+        ("status", "--timeout", "inf"): "a duration is a finite number of seconds",
+        ("inventory", "check"): f"{inventory}:5: monitor.interval must be a finite number",
+    }
+    for args, words in cases.items():
+        result = await fleet_cli.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert words in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)

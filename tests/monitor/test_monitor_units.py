@@ -82,6 +82,10 @@ def test_backoff_doubles_to_the_maximum_with_bounded_jitter() -> None:
         ("retention:\n  raw_days: [1]\n", 2, "must be a single value, not a list"),
         ("monitr: {}\n", 1, "did you mean 'monitor'"),
         ("monitor: [\n", 2, "YAML syntax error"),
+        ("monitor:\n  interval: .nan\n", 2, "monitor.interval must be a finite number"),
+        ("hooks:\n  timeout_s: .inf\n", 2, "hooks.timeout_s must be a finite number"),
+        ("ssh:\n  connect_timeout: nan\n", 2, "a duration is a finite number of seconds"),
+        ("idle:\n  after: 99999999d\n", 2, "longer than a century"),
     ],
 )
 def test_bad_settings_name_file_and_line(tmp_path: Path, text: str, line: int, words: str) -> None:

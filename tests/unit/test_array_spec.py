@@ -22,6 +22,7 @@ from fleet.errors import ConfigError
     ("1,3,5-9:2", (1, 3, 5, 7, 9), None),
     ("7", (7,), None),
     ("2-4,3-5%1", (2, 3, 4, 5), 1),
+    ("0-1%99999999999999999999999", (0, 1), 2),  # one waiter per member, not 10^23 of them
 ])
 def test_specs(text: str, indices: tuple[int, ...], max_running: int | None) -> None:
     spec = parse_array(text)
@@ -36,6 +37,8 @@ def test_specs(text: str, indices: tuple[int, ...], max_running: int | None) -> 
     ("", "is not N"),
     (f"0-{MAX_WITHOUT_FORCE}", "needs --force"),
     ("0-99999999", "more than 1,000,000 members"),
+    ("99999999999999999999999", "an index is at most 2,147,483,647"),
+    ("0-3%²", "%MAX must be a whole number"),
 ])
 def test_bad_specs(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -13,6 +13,7 @@ from fleet.inventory import (
     load_inventory,
 )
 from fleet.model import HostSpec
+from fleet.monitor.config import inventory_settings
 
 HERE = Path(__file__).parent
 GOOD = HERE / "inventories" / "good"
@@ -167,12 +168,21 @@ def test_groups_map_to_member_names() -> None:
     assert inventory.settings == {} and inventory.settings_line is None
 
 
-def test_example_settings_are_kept_raw_with_their_line() -> None:
+def test_example_settings_are_kept_raw_with_their_line_and_are_valid() -> None:
     inventory = load_inventory(EXAMPLE)
-    assert inventory.settings == {"interval_s": 2}
+    assert inventory.settings == {"monitor": {"interval": "2s"}}
     assert inventory.settings_line is not None
     line = EXAMPLE.read_text().splitlines()[inventory.settings_line - 1]
     assert line.startswith("settings:")
+    assert inventory_settings(inventory).monitor.interval == 2.0
+
+
+def test_bad_settings_in_an_inventory_name_its_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text("hosts:\n  a: {address: 127.0.0.1}\nsettings:\n  monitor:\n    interval: 7q\n")
+    with pytest.raises(ConfigError, match=r"invalid monitor\.interval '7q'") as caught:
+        inventory_settings(load_inventory(path))
+    assert (caught.value.path, caught.value.line) == (str(path), 5)
 
 
 BAD_CASES: list[tuple[str, str]] = [
