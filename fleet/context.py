@@ -39,7 +39,8 @@ class FleetContext:
     def __init__(self, database: Database, inventory: Inventory | Callable[[], Inventory],
                  ssh_options: SshOptions, *, clock: Callable[[], float] = time.time) -> None:
         self.database = database
-        self.ssh_options = ssh_options
+        self._given_ssh_options = ssh_options
+        self._ssh_options: SshOptions | None = None
         self.clock = clock
         self._inventory = inventory if not callable(inventory) else None
         self._load_inventory = inventory if callable(inventory) else None
@@ -49,6 +50,24 @@ class FleetContext:
         self.connections: ConnectionPool | None = None
         # False on a pair's standby: only the leader probes hosts, placement reads its samples.
         self.may_probe = True
+
+    @property
+    def ssh_options(self) -> SshOptions:
+        """The SSH options given, with the settings' `ssh:` timeouts (the settings file's, then
+        the inventory's) applied: every connection of every command is bounded by them.
+        Read with the inventory, on first use; a bad setting is a ConfigError naming its line."""
+        if self._ssh_options is None:
+            from fleet.settings_path import default_config_path
+
+            inventory = self.inventory
+            if default_config_path().exists() or inventory.settings_line:
+                from fleet.monitor.config import load_settings  # ~10 ms: only with settings
+
+                options = load_settings(inventory).ssh.apply(self._given_ssh_options)
+            else:  # the defaults, which SshOptions's own are (a test holds them equal)
+                options = self._given_ssh_options
+            self._ssh_options = options
+        return self._ssh_options
 
     @property
     def inventory(self) -> Inventory:
