@@ -57,10 +57,10 @@ class FleetContext:
         the inventory's) applied: every connection of every command is bounded by them.
         Read with the inventory, on first use; a bad setting is a ConfigError naming its line."""
         if self._ssh_options is None:
-            from fleet.settings_path import default_config_path
+            from fleet.settings_path import settings_file_expected
 
             inventory = self.inventory
-            if default_config_path().exists() or inventory.settings_line:
+            if settings_file_expected() or inventory.settings_line:
                 from fleet.monitor.config import load_settings  # ~10 ms: only with settings
 
                 options = load_settings(inventory).ssh.apply(self._given_ssh_options)

@@ -8,6 +8,12 @@ from pathlib import Path
 CONFIG_FILENAME = "config.yaml"
 
 
+def settings_file_expected() -> bool:
+    """Whether settings must be read: $FLEET_CONFIG names a file (which must then exist), or
+    the default file exists."""
+    return bool(os.environ.get("FLEET_CONFIG")) or default_config_path().exists()
+
+
 def default_config_path() -> Path:
     """$FLEET_CONFIG, else $XDG_CONFIG_HOME/fleet/config.yaml (default ~/.config/fleet/...)."""
     explicit = os.environ.get("FLEET_CONFIG")

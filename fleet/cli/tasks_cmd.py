@@ -146,9 +146,13 @@ async def resolve_task(service: Service, text: str) -> int:
     task_id, index = parse_task_ref(text)
     if index is None:
         return task_id
-    for member in await service.members(task_id):
+    members = await service.members(task_id)
+    for member in members:
         if member.group_kind == "array" and member.group_index == index:
             return member.id
+    if not any(member.group_kind == "array" for member in members):
+        await service.task(task_id)  # ConfigError (exit 2) when there is no such task at all
+        raise ConfigError(f"{text}: task {task_id} is not an array")
     raise ConfigError(f"{text}: array {task_id} has no index {index} (see `fleet tasks "
                       "--expand`)")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import types
 import typing
 from dataclasses import dataclass
@@ -125,6 +126,9 @@ def load_settings(inventory: Inventory | None = None, config_path: Path | None =
     path = config_path or default_config_path()
     if path.exists():
         layers.append(_read_config_file(path))
+    elif config_path is None and os.environ.get("FLEET_CONFIG"):  # named, so meant: say so
+        raise ConfigError("FLEET_CONFIG names a settings file that does not exist",
+                          path=str(path))
     if inventory is not None and inventory.path is not None and inventory.settings_line:
         layers.append(_read_inventory_settings(inventory.path))
     return _merge(layers)
@@ -255,6 +259,11 @@ def _alternative(node: yaml.Node, arguments: tuple[Any, ...]) -> Any:
 
 def _nested(source: YamlFile, node: yaml.Node, hint: type, what: str) -> Any:
     values = _read_fields(source, Entry(what, node, node), hint)
+    missing = [field.name for field in dataclasses.fields(hint) if field.name not in values
+               and field.default is dataclasses.MISSING
+               and field.default_factory is dataclasses.MISSING]
+    if missing:  # said in the file's words, not as a constructor's TypeError
+        raise source.error(node, f"{what} needs {', '.join(map(repr, missing))}")
     try:
         return hint(**{key: value for key, (value, _) in values.items()})
     except (TypeError, ValueError) as exc:

@@ -194,6 +194,8 @@ def test_a_mistake_is_reported_the_same_way_without_sqlalchemy(lab_db: Path) -> 
     assert "no task with id 99" in err and "sqlalchemy" not in loaded
     code, _, err, loaded = _fleet(lab_db.parent, str(lab_db), "tasks", "5:7")
     assert code == 2 and "array 5 has no index 7" in err and "sqlalchemy" not in loaded
+    code, _, err, loaded = _fleet(lab_db.parent, str(lab_db), "logs", "99:1")
+    assert code == 2 and "no task with id 99" in err and "sqlalchemy" not in loaded
     for command in (("events",), ("history", "hosts")):
         code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), *command, "--hosts", "gpu9")
         assert (code, out) == (2, ""), command

@@ -78,7 +78,7 @@ def test_backoff_doubles_to_the_maximum_with_bounded_jitter() -> None:
         ("monitor:\n  interval: 0\n", 2, "at least 0.05"),
         ("ssh:\n  connect_timeout: soon\n", 2, "invalid ssh.connect_timeout"),
         ("health:\n  gpu_hot_c: 70\n  gpu_cool_c: 75\n", 1, "gpu_cool_c (75) must be below"),
-        ("hooks:\n  commands:\n    - kinds: [gpu_hot]\n", 3, "command"),
+        ("hooks:\n  commands:\n    - kinds: [gpu_hot]\n", 3, "hooks.commands[0] needs 'command'"),
         ("retention:\n  raw_days: [1]\n", 2, "must be a single value, not a list"),
         ("monitr: {}\n", 1, "did you mean 'monitor'"),
         ("monitor: [\n", 2, "YAML syntax error"),
@@ -118,3 +118,16 @@ def test_missing_or_comment_only_file_gives_defaults(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("# nothing yet\n")
     assert load_settings(None, path).files == (str(path),)
+
+
+def test_a_settings_file_named_by_fleet_config_must_exist(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "nonexist.yaml"
+    monkeypatch.setenv("FLEET_CONFIG", str(missing))
+    with pytest.raises(ConfigError, match="FLEET_CONFIG names a settings file that does not"
+                       ) as caught:
+        load_settings(None)
+    assert caught.value.path == str(missing)
+    monkeypatch.delenv("FLEET_CONFIG")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # the default path may be absent
+    assert load_settings(None).as_dict() == default_settings().as_dict()
