@@ -15,7 +15,8 @@ import asyncssh
 from fleet.client.select import HeadNode
 from fleet.errors import AuthFailed, HostKeyRejected, HostUnreachable, ServerUnavailable
 from fleet.model import HostSpec
-from fleet.ssh.connect import connect, host_text_of
+from fleet.ssh.connect import connect
+from fleet.ssh.jump_spec import host_text_of
 from fleet.ssh.options import SshOptions
 
 # How long the head node may take to open a channel to the socket (the SSH login is bounded by

@@ -14,6 +14,8 @@ from fleet.inventory.fields import (
     address_value,
     check_label_key,
     check_name,
+    identity_value,
+    jump_value,
     label_text,
     port_value,
 )
@@ -154,7 +156,7 @@ def _connection_var(source: YamlFile, key: str, node: yaml.Node) -> tuple[str, s
     if key in USER_VARS:
         return "user", source.text(node, key).strip()
     if key in KEY_FILE_VARS:
-        return "identity_file", source.text(node, key).strip()
+        return "identity_file", identity_value(source, node, key)
     if key == "ansible_python_interpreter":
         python = source.text(node, key).strip()
         return None if python in AUTO_PYTHON else ("python", python)
@@ -169,7 +171,7 @@ def _connection_var(source: YamlFile, key: str, node: yaml.Node) -> tuple[str, s
         return "connection", CONNECTIONS[value]
     if key in SSH_ARGS_VARS:
         jump = _proxy_jump(source, node, key)
-        return None if jump is None else ("proxy_jump", jump)
+        return None if jump is None else ("proxy_jump", jump_value(source, node, jump, key))
     return None
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import yaml
 
 from fleet.inventory.yamlnodes import BOOL_TAG, YamlFile, is_null, kind
+from fleet.ssh.jump_spec import BadJump, parse_jump
 
 # The per-host settings an inventory may give, in HostSpec's field names.
 HOST_FIELDS = ("address", "port", "user", "identity_file", "python", "connection", "proxy_jump")
@@ -64,9 +66,35 @@ def field_value(source: YamlFile, name: str, node: yaml.Node) -> Setting:
         return Setting(port_value(source, node, "port"), line)
     if name == "connection":
         return Setting(connection_value(source, node, "connection"), line)
-    if name in ("address", "proxy_jump"):
+    if name == "address":
         return Setting(address_value(source, node, name), line)
+    if name == "proxy_jump":
+        return Setting(jump_value(source, node), line)
+    if name == "identity_file":
+        return Setting(identity_value(source, node), line)
     return Setting(source.text(node, name).strip(), line)
+
+
+def jump_value(source: YamlFile, node: yaml.Node, value: str | None = None,
+               what: str = "proxy_jump") -> str:
+    """A ProxyJump value `[user@]host[:port],...` (the node's, or `value` found in it) whose
+    hops fleet can dial."""
+    if value is None:
+        value = address_value(source, node, what)
+    try:
+        parse_jump(value)
+    except BadJump as exc:
+        raise source.error(node, f"{what}: {exc}") from None
+    return value
+
+
+def identity_value(source: YamlFile, node: yaml.Node, what: str = "identity_file") -> str:
+    """A private key file's path; one that names a directory is a mistake here, not a host's
+    failure later (a missing file may yet be created: connecting says so)."""
+    value = source.text(node, what).strip()
+    if os.path.isdir(os.path.expanduser(value)):
+        raise source.error(node, f"{what} {value!r} is a directory, not a key file")
+    return value
 
 
 def label_text(source: YamlFile, node: yaml.Node, what: str) -> str:

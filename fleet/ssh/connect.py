@@ -12,6 +12,7 @@ import asyncssh
 
 from fleet.errors import AuthFailed, HostError, HostKeyRejected, HostUnreachable
 from fleet.model import HostSpec
+from fleet.ssh import jump_spec
 from fleet.ssh.host_options import ConfigView, build_options, config_view
 from fleet.ssh.hostkeys import (
     HostKeyPolicy,
@@ -24,41 +25,14 @@ from fleet.ssh.options import SshOptions
 
 # Slack on top of asyncssh's own connect_timeout before the outer guard gives up.
 _GUARD_SLACK_S = 1.0
-_MAX_JUMP_HOPS = 8
 
 
 def parse_jump(value: str, owner: str) -> list[HostSpec]:
-    """The hops of a ProxyJump value `[user@]host[:port],...` as HostSpecs (names say whose)."""
-    hops = []
-    for raw in value.split(","):
-        text = raw.strip().removeprefix("ssh://")
-        user: str | None = None
-        if "@" in text:
-            user, text = text.rsplit("@", 1)
-        port = 22
-        if text.startswith("["):
-            host, _, rest = text[1:].partition("]")
-            if rest.startswith(":"):
-                port = _parse_port(rest[1:], value, owner)
-        elif text.count(":") == 1:
-            host, port_text = text.split(":")
-            port = _parse_port(port_text, value, owner)
-        else:
-            host = text
-        if not host:
-            raise HostUnreachable(owner, f"invalid jump host {value!r}")
-        hops.append(
-            HostSpec(name=host_text_of(user, host, port), address=host, port=port, user=user)
-        )
-    if len(hops) > _MAX_JUMP_HOPS:
-        raise HostUnreachable(owner, f"too many jump hosts in {value!r}")
-    return hops
-
-
-def _parse_port(text: str, value: str, owner: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise HostUnreachable(owner, f"invalid port in jump host {value!r}")
-    return int(text)
+    """The hops of a ProxyJump value; HostUnreachable for `owner` when it names none usable."""
+    try:
+        return jump_spec.parse_jump(value)
+    except jump_spec.BadJump as exc:
+        raise HostUnreachable(owner, str(exc)) from None
 
 
 def _where(spec: HostSpec) -> str:
@@ -289,13 +263,7 @@ async def _connect_chain_to_jump(
 
 def host_text(spec: HostSpec) -> str:
     """`[user@]host:port` for a ProxyJump value."""
-    return host_text_of(spec.user, spec.address, spec.port)
-
-
-def host_text_of(user: str | None, address: str, port: int) -> str:
-    """`[user@]host:port`, IPv6 addresses bracketed."""
-    host = f"[{address}]" if ":" in address else address
-    return f"{user + '@' if user else ''}{host}:{port}"
+    return jump_spec.host_text_of(spec.user, spec.address, spec.port)
 
 
 async def fetch_host_key(spec: HostSpec, options: SshOptions) -> tuple[str, str]:

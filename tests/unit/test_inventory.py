@@ -331,3 +331,31 @@ def test_default_path_prefers_cwd_then_xdg_then_home(
 
 
 # --- host ranges -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("hosts: {a: {address: 10.0.0.1, identity_file: DIR}}",
+     "identity_file 'DIR' is a directory, not a key file"),
+    ("hosts: {a: {address: 10.0.0.1, proxy_jump: '10.0.0.2:99999'}}",
+     "proxy_jump: invalid port in jump host '10.0.0.2:99999'"),
+    ("hosts: {a: {address: 10.0.0.1, proxy_jump: 'bastion:abc'}}",
+     "proxy_jump: invalid port in jump host 'bastion:abc'"),
+    ("all: {hosts: {a: {ansible_host: 10.0.0.1, ansible_ssh_common_args: '-J b:0'}}}",
+     "ansible_ssh_common_args: invalid port in jump host 'b:0'"),
+    ("all: {hosts: {a: {ansible_host: 10.0.0.1, ansible_ssh_private_key_file: DIR}}}",
+     "ansible_ssh_private_key_file 'DIR' is a directory"),
+])
+def test_a_jump_or_key_file_fleet_cannot_use_is_an_inventory_error(
+        tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text.replace("DIR", str(tmp_path)) + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_inventory(path)
+    assert words.replace("DIR", str(tmp_path)) in str(caught.value)
+    assert (caught.value.path, caught.value.line) == (str(path), 1)
+
+
+def test_a_good_jump_chain_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text("hosts: {a: {address: 10.0.0.1, proxy_jump: 'u@[::1]:2222,b:22'}}\n")
+    assert load_inventory(path).hosts[0].proxy_jump == "u@[::1]:2222,b:22"
