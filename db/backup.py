@@ -19,9 +19,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from db.errors import DatabaseError
-from db.migrate import HEAD_REVISION
+from db.migrate import HEAD_REVISION, newer_schema_reason
 from db.references import UNENFORCED_REFERENCES
-from db.sqlite import BUSY_TIMEOUT_MS, PRIVATE_FILE_MODE, sqlite_file_path
+from db.sqlite import BUSY_TIMEOUT_MS, PRIVATE_FILE_MODE, refuse_non_regular, sqlite_file_path
 
 
 class NotSqliteError(DatabaseError):
@@ -81,6 +81,7 @@ def sqlite_path_of(url: str) -> Path:
 
 
 def _open_existing(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    refuse_non_regular(path, "database")
     if not path.is_file():
         raise DatabaseError(f"database file {path} does not exist")
     mode = "ro" if read_only else "rw"
@@ -103,6 +104,7 @@ def backup_sqlite(url: str, destination: Path, *, force: bool = False) -> Backup
     """
     source_path = sqlite_path_of(url)
     destination = destination.expanduser()
+    refuse_non_regular(destination, "backup destination")
     if destination.exists() and not force:
         raise DatabaseError(f"{destination} already exists (use --force to overwrite it)")
     if destination.resolve() == source_path.resolve():
@@ -145,8 +147,9 @@ def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
     """Run integrity_check, foreign_key_check and the unenforced references' orphan counts, and
     compare the schema revision with head.
 
-    Opens the file read-only. A file SQLite cannot read at all is reported as a problem, not
-    raised; a missing file or a non-SQLite URL raises DatabaseError.
+    Opens the file read-only. A damaged database is reported as a problem, not raised; a
+    missing file, a path that is not a regular file, a file that is not an SQLite database
+    at all and a non-SQLite URL raise DatabaseError (as opening it with any command does).
     """
     path = sqlite_path_of(url)
     connection = _open_existing(path, read_only=True)
@@ -171,14 +174,24 @@ def check_sqlite(url: str, *, max_problems: int = 50) -> CheckResult:
                     "SELECT version_num FROM alembic_version"))
                 revision = ",".join(versions) or None
         except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+                raise DatabaseError(f"cannot check {path}: {exc}") from exc
             problems.append(f"unreadable: {exc}")
     finally:
         connection.close()
     if revision != HEAD_REVISION and not any(p.startswith("unreadable") for p in problems):
-        problems.append(f"schema revision is {revision or 'none'}, this fleet expects "
-                        f"{HEAD_REVISION} (opening it with fleet migrates it)")
+        problems.append(revision_problem(revision))
     return CheckResult(str(path), tuple(problems), revision, HEAD_REVISION,
                        ("integrity", "foreign keys", "references"))
+
+
+def revision_problem(revision: str | None) -> str:
+    """The problem `db check` reports for a database at `revision`, not this fleet's head."""
+    newer = newer_schema_reason(revision)
+    if newer is not None:
+        return newer
+    return (f"schema revision is {revision or 'none'}, this fleet expects {HEAD_REVISION} "
+            "(opening it with fleet migrates it)")
 
 
 def _has_table(connection: sqlite3.Connection, name: str) -> bool:

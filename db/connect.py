@@ -21,6 +21,7 @@ from db.sqlite import (
     read_only_reason,
     sqlite_file_path,
 )
+from db.urls import check_database_url
 
 
 def _display(url: URL) -> str:
@@ -30,10 +31,8 @@ def _display(url: URL) -> str:
 def open_with_engine(resolved: str, *, migrate: bool = True) -> Database:
     """db.engine.open_database for every case its SQLAlchemy-free path leaves: a new or older
     SQLite file, another form of SQLite URL, or another database. `resolved` is a URL."""
-    try:
-        parsed = make_url(resolved)
-    except ArgumentError as exc:
-        raise DatabaseError(f"invalid database URL {resolved!r}: {exc}") from exc
+    check_database_url(resolved)  # a bad URL or SQLite option: nothing opened or created
+    parsed = make_url(resolved)
     shown = _display(parsed)
     sqlite_path = sqlite_file_path(parsed)
     reason = None if sqlite_path is None else read_only_reason(sqlite_path)
@@ -43,6 +42,9 @@ def open_with_engine(resolved: str, *, migrate: bool = True) -> Database:
     if sqlite_path is not None:
         try:
             prepare_sqlite_file(sqlite_path)
+        except DatabaseError:  # the path is not a regular file
+            engine.dispose()
+            raise
         except OSError as exc:
             engine.dispose()
             reason = exc.strerror or str(exc)

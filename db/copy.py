@@ -17,9 +17,9 @@ from sqlalchemy.exc import DBAPIError
 
 from db.engine import Database, open_database, resolve_database_url
 from db.errors import DatabaseError
-from db.migrate import HEAD_REVISION, current_revision
+from db.migrate import HEAD_REVISION, current_revision, newer_schema_reason
 from db.models import Base
-from db.sqlite import sqlite_file_path
+from db.sqlite import refuse_non_regular, sqlite_file_path
 
 DEFAULT_BATCH_ROWS = 5000
 # (table, rows copied so far in it, rows it has): called after every batch.
@@ -62,10 +62,13 @@ def copy_database(source_url: str, target_url: str, *, force: bool = False,
         raise ValueError(f"batch_rows must be positive, not {batch_rows}")
     resolved = resolve_database_url(source_url)
     source_file = sqlite_file_path(make_url(resolved))
-    if source_file is not None and not source_file.is_file():
-        raise DatabaseError(f"database file {source_file} does not exist")
+    if source_file is not None:
+        refuse_non_regular(source_file, "source database")
+        if not source_file.is_file():
+            raise DatabaseError(f"database file {source_file} does not exist")
     source = open_database(resolved, migrate=False)
     try:
+        _require_head(source)  # before the target is created or migrated
         target = open_database(target_url)
         try:
             if source.display_url == target.display_url:
@@ -88,11 +91,7 @@ def _copy(source: Database, target: Database, *, force: bool, batch_rows: int,
         with reading, reading.begin(), target.engine.connect() as writing, writing.begin():
             revision = current_revision(reading)
             if revision != HEAD_REVISION:
-                found = f"schema revision {revision}" if revision else "no fleet schema"
-                raise DatabaseError(
-                    f"{source.display_url} has {found}, this fleet copies revision "
-                    f"{HEAD_REVISION}: run any fleet command on it first, which migrates it"
-                )
+                raise DatabaseError(_not_at_head(source.display_url, revision))
             counts = {table.name: int(reading.scalar(select(func.count()).select_from(table))
                                       or 0) for table in tables()}
             held = _rows_held(writing)
@@ -112,6 +111,27 @@ def _copy(source: Database, target: Database, *, force: bool, batch_rows: int,
         raise DatabaseError(f"copy from {source.display_url} to {target.display_url} failed: "
                             f"{exc.orig}") from exc
     return counts
+
+
+def _require_head(source: Database) -> None:
+    """DatabaseError when the source is not at this fleet's schema revision."""
+    try:
+        with source.engine.connect() as connection:
+            revision = current_revision(connection)
+    except DBAPIError as exc:
+        raise DatabaseError(f"cannot read {source.display_url}: {exc.orig}") from exc
+    if revision != HEAD_REVISION:
+        raise DatabaseError(_not_at_head(source.display_url, revision))
+
+
+def _not_at_head(shown: str, revision: str | None) -> str:
+    """Why the source at `revision` (not head) cannot be copied, and what to do about it."""
+    newer = newer_schema_reason(revision)
+    if newer is not None:
+        return f"cannot copy from {shown}: {newer}"
+    found = f"schema revision {revision}" if revision else "no fleet schema"
+    return (f"{shown} has {found}, this fleet copies revision {HEAD_REVISION}: run any fleet "
+            "command on it first, which migrates it")
 
 
 def _rows_held(connection: Connection) -> int:

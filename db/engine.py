@@ -17,11 +17,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from db.errors import DatabaseError, ReadOnlyDatabase
-from db.migrate import HEAD_REVISION
+from db.errors import DatabaseError, InvalidDatabaseUrl, ReadOnlyDatabase
+from db.migrate import HEAD_REVISION, newer_schema_reason
 from db.sql import SessionReader, SessionWriter, SqliteReader, SqliteWriter, SqlReader, SqlWriter
 from db.sqlite import (
     SqliteFile,
+    expand_home,
     expand_home_in_sqlite_url,
     plain_sqlite_path,
     prepare_sqlite_file,
@@ -30,6 +31,7 @@ from db.sqlite import (
     schema_revision,
     sqlite_url,
 )
+from db.urls import check_database_url, check_path_text
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -52,11 +54,22 @@ def default_database_url() -> str:
 
 
 def resolve_database_url(url: str | None) -> str:
-    """`url` if given, else $FLEET_DB, else the default; a bare path means an SQLite file there."""
+    """`url` if given, else $FLEET_DB (unset when empty), else the default; a bare path means
+    an SQLite file there, a leading `~` or `~user` that home directory.
+
+    Raises InvalidDatabaseUrl, before anything is opened or created, for an empty `url`, an
+    unknown `~user`, a URL that cannot be parsed, a NUL byte in a file path, and an SQLite
+    URL option fleet does not support (db.urls).
+    """
+    if url is not None and not url.strip():
+        raise InvalidDatabaseUrl(f"empty database URL {url!r}: give a file path or a URL")
     chosen = url or os.environ.get(DATABASE_URL_ENV) or default_database_url()
     if "://" not in chosen:
-        return sqlite_url(str(Path(chosen).expanduser().resolve()))
-    return expand_home_in_sqlite_url(chosen)
+        check_path_text(chosen, chosen)
+        return sqlite_url(str(Path(expand_home(chosen, chosen)).resolve()))
+    resolved = expand_home_in_sqlite_url(chosen)
+    check_database_url(resolved)
+    return resolved
 
 
 class Database:
@@ -334,11 +347,14 @@ def open_read_only(path: Path, url: str, reason: str) -> Database:
     except sqlite3.Error as exc:
         raise DatabaseError(f"cannot read database file {path} (read-only): {exc}") from exc
     if revision != HEAD_REVISION:
+        newer = newer_schema_reason(revision)
+        if newer is not None:
+            raise ReadOnlyDatabase(f"cannot read database file {path}: {newer}")
         found = "no fleet schema" if revision is None else f"schema revision {revision}"
         raise ReadOnlyDatabase(
             f"database file {path} is read-only for this user ({reason}) and has {found}, but "
             f"this fleet reads revision {HEAD_REVISION}; any fleet command run once by a user "
-            "who can write it (e.g. `fleet db check`) migrates it"
+            "who can write it (e.g. `fleet events`) migrates it"
         )
     return Database(url, sqlite=sqlite, read_only_file=path, read_only_reason=reason)
 

@@ -1,6 +1,7 @@
 """Errors raised by the storage layer; fleet translates them into its own StorageError family.
 
 DatabaseError           the database cannot be opened, migrated, read or written
+├── InvalidDatabaseUrl  the URL itself is malformed: empty, unparsable, an unknown ~user
 ├── ReadOnlyDatabase    the SQLite file is read-only for this user: reads work, writes cannot
 ├── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
 ├── OverLimit           the owner would hold more GPUs than their limit allows
@@ -14,6 +15,11 @@ from collections.abc import Sequence
 
 class DatabaseError(Exception):
     """The database could not be opened, migrated, read or written; the message names the URL."""
+
+
+class InvalidDatabaseUrl(DatabaseError):
+    """The database URL or path given is malformed (empty, unparsable, an unknown `~user`, an
+    unsupported SQLite option); nothing was opened or created."""
 
 
 class AllocationConflict(DatabaseError):

@@ -31,6 +31,10 @@ class MigrationError(Exception):
     """Alembic refused to migrate (e.g. the database is at a revision this code does not know)."""
 
 
+class NewerSchema(MigrationError):
+    """The database is at a schema revision this code does not know: a newer fleet wrote it."""
+
+
 def alembic_config(url: str | None = None) -> Config:
     """An Alembic Config for fleet's migrations (no alembic.ini); `url` is for offline/CLI use."""
     from alembic.config import Config
@@ -52,6 +56,29 @@ def script_head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def unknown_revisions(revision: str | None) -> list[str]:
+    """The revisions in `revision` (as current_revision renders it: comma-separated) that
+    none of this code's migrations defines; imports Alembic unless `revision` is head or None."""
+    if revision is None or revision == HEAD_REVISION:
+        return []
+    from alembic.script import ScriptDirectory
+
+    known = {script.revision for script in
+             ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    return [part for part in revision.split(",") if part not in known]
+
+
+def newer_schema_reason(revision: str | None) -> str | None:
+    """Why a database at `revision` cannot be used when a newer fleet wrote it (some revision
+    is unknown to this code: neither migrating nor reading it is safe), else None."""
+    unknown = unknown_revisions(revision)
+    if not unknown:
+        return None
+    names = ", ".join(repr(part) for part in unknown)
+    return (f"it was written by a newer fleet: schema revision {names} is unknown to this "
+            f"fleet, whose newest is {HEAD_REVISION}; upgrade fleet to use it")
 
 
 def current_revision(connection: Connection) -> str | None:
@@ -130,6 +157,9 @@ def _run_upgrade(connection: Connection) -> None:
     from alembic import command
     from alembic.util import CommandError
 
+    newer = newer_schema_reason(current_revision(connection))
+    if newer is not None:
+        raise NewerSchema(newer)
     config = alembic_config()
     config.attributes["connection"] = connection
     try:

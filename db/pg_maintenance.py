@@ -20,12 +20,12 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool
 
-from db.backup import BackupResult, CheckResult
+from db.backup import BackupResult, CheckResult, revision_problem
 from db.errors import DatabaseError
 from db.migrate import HEAD_REVISION
 from db.models import Base
 from db.references import UNENFORCED_REFERENCES
-from db.sqlite import PRIVATE_FILE_MODE
+from db.sqlite import PRIVATE_FILE_MODE, refuse_non_regular
 
 PG_LIB = Path("/usr/lib/postgresql")
 DUMP_TIMEOUT_S = 3600
@@ -93,6 +93,7 @@ def backup_postgresql(url: str, destination: Path, *, force: bool = False) -> Ba
     """
     parsed = postgresql_url(url)
     destination = destination.expanduser()
+    refuse_non_regular(destination, "backup destination")
     if destination.exists() and not force:
         raise DatabaseError(f"{destination} already exists (use --force to overwrite it)")
     if not destination.parent.is_dir():
@@ -153,8 +154,7 @@ def check_postgresql(url: str, *, max_problems: int = 50) -> CheckResult:
     finally:
         engine.dispose()
     if revision != HEAD_REVISION:
-        problems.append(f"schema revision is {revision or 'none'}, this fleet expects "
-                        f"{HEAD_REVISION} (opening it with fleet migrates it)")
+        problems.append(revision_problem(revision))
     return CheckResult(shown(parsed), tuple(problems[:max_problems]), revision, HEAD_REVISION,
                        ("constraints", "indexes", "orphan rows"))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from db.errors import DatabaseError
+from db.errors import DatabaseError, InvalidDatabaseUrl
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -32,7 +32,6 @@ WAL_AUTOCHECKPOINT_PAGES = 16_000
 WRITER_CACHE_KIB = 32 * 1024
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
-SIDE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
 
 # A bool is bound as the integer SQLite stores for it anyway, through a registered adapter:
 # unregistered, the driver first looks for __conform__ on each bool (not an exact int), raising
@@ -50,19 +49,31 @@ def expand_home_in_sqlite_url(url: str) -> str:
     """`url` with a leading `~` or `~user` in an SQLite file path expanded (SQLite itself would
     open a directory named `~`); any other URL unchanged.
 
-    Raises DatabaseError for `~user` naming no user (a typo would otherwise create a directory
-    of that name; `./~user/...` names one on purpose).
+    Raises InvalidDatabaseUrl for `~user` naming no user (a typo would otherwise create a
+    directory of that name; `./~user/...` names one on purpose).
     """
     if not url.startswith(SQLITE_URL_PREFIX + "~"):
         return url
     rest, mark, query = url[len(SQLITE_URL_PREFIX):].partition("?")
-    path = unquote(rest)
-    expanded = os.path.expanduser(path)
+    return sqlite_url(expand_home(unquote(rest), url)) + mark + query
+
+
+def expand_home(path: str, shown: str) -> str:
+    """`path` with a leading `~` or `~user` expanded; InvalidDatabaseUrl (naming `shown`, the
+    URL or path given) when there is no such user or no home directory to expand it to."""
+    if not path.startswith("~"):
+        return path
+    try:
+        expanded = os.path.expanduser(path)
+    except (KeyError, RuntimeError):  # no $HOME and no passwd entry for this user
+        expanded = path
     if expanded.startswith("~"):
         user = path[1:].split("/", 1)[0]
-        raise DatabaseError(f"database URL {url}: no user {user!r} to expand ~{user} for; "
-                            f"write ./~{user}/... for a directory of that name")
-    return sqlite_url(expanded) + mark + query
+        if not user:
+            raise InvalidDatabaseUrl(f"database URL {shown}: no home directory to expand ~ to")
+        raise InvalidDatabaseUrl(f"database URL {shown}: no user {user!r} to expand ~{user} "
+                                 f"for; write ./~{user}/... for a directory of that name")
+    return expanded
 
 
 def plain_sqlite_path(url: str) -> str | None:
@@ -95,34 +106,47 @@ def sqlite_file_path(url: URL) -> Path | None:
 def prepare_sqlite_file(path: Path) -> None:
     """Create the parent directory (0700) and the database file (0600) before SQLite opens it.
 
-    An existing file, and its -wal/-shm side files, owned by this user are narrowed to 0600.
-    Raises OSError when the directory or file cannot be created.
+    Only what this creates gets those modes: an existing file keeps its own (SQLite gives the
+    -wal/-shm files it makes the database file's mode). Raises DatabaseError when `path`
+    exists and is not a regular file (fleet neither opens nor changes it), OSError when the
+    directory or file cannot be created.
     """
-    parent = path.parent
+    refuse_non_regular(path, "database")
+    target = Path(os.path.realpath(path))  # where a symbolic link leads, as SQLite follows it
+    parent = target.parent
     if not parent.exists():
         os.makedirs(parent, mode=PRIVATE_DIR_MODE, exist_ok=True)
-    if path.is_dir():
-        raise IsADirectoryError(21, "is a directory", str(path))
-    if not path.exists():
+    if not target.exists():
         try:
             flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
-            fd = os.open(path, flags, PRIVATE_FILE_MODE)
+            fd = os.open(target, flags, PRIVATE_FILE_MODE)
         except FileExistsError:
-            pass  # another process created it first; its mode is fixed below
+            pass  # another process created it first, with its own mode
         else:
             os.close(fd)
-    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILE_SUFFIXES)):
-        _make_private(candidate)
+    refuse_non_regular(path, "database")  # what another process may have put there meanwhile
 
 
-def _make_private(path: Path) -> None:
-    """chmod `path` to 0600 if it exists, is ours and is readable or writable by others."""
+def non_regular_kind(path: Path) -> str | None:
+    """What `path` is when it exists and is not a regular file (a symbolic link is followed):
+    "a directory", "a FIFO", "a character device"...; None for a regular file or no file."""
     try:
-        info = path.stat()
-    except FileNotFoundError:
-        return
-    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != PRIVATE_FILE_MODE:
-        os.chmod(path, PRIVATE_FILE_MODE)
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # none (a parent that is a file makes creating it fail with its own error)
+    kinds = ((stat.S_ISREG, None), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
+
+
+def refuse_non_regular(path: Path, role: str) -> None:
+    """Raise DatabaseError naming `path` and what it is when it exists and is not a regular
+    file: fleet never reads, replaces or changes the mode of such a path."""
+    kind = non_regular_kind(path)
+    if kind is not None:
+        raise DatabaseError(f"{role} path {path} is {kind}, not a regular file; "
+                            "fleet leaves it alone")
 
 
 def read_only_reason(path: Path) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import click
@@ -16,8 +18,41 @@ def db_group() -> None:
     """Maintain the fleet database (SQLite file or PostgreSQL)."""
 
 
+def _regular_destination(_ctx: click.Context, _param: click.Parameter, value: Path) -> Path:
+    """FILE as given, when it does not exist or is a regular file (a symbolic link is
+    followed): a backup replaces FILE, which must never turn a device or a FIFO into a file."""
+    try:
+        mode = os.stat(value.expanduser()).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return value
+    except OSError as exc:
+        raise click.BadParameter(f"{value}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise click.BadParameter(f"{value} exists and is not a regular file; a backup only "
+                                 "creates or (with --force) replaces a regular file")
+    return value
+
+
+_DAYS = click.FloatRange(min=0, max=36_500, min_open=True)  # up to a century
+
+
+def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """`value` unless it is NaN, which passes every range comparison."""
+    if value != value:
+        raise click.BadParameter(f"{param.opts[0]} must be a number of days, not nan")
+    return value
+
+
+def _database_url(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A FROM_URL or TO_URL that is not empty (an empty one would mean the default database)."""
+    if not value.strip():
+        raise click.BadParameter(f"empty database URL for {param.human_readable_name}")
+    return value
+
+
 @db_group.command("backup")
-@click.argument("destination", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("destination", metavar="FILE", callback=_regular_destination,
+                type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
 @json_option
 @click.pass_context
@@ -27,7 +62,8 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
     SQLite: the online backup API, checked with quick_check. PostgreSQL: pg_dump's custom
     format (restore with pg_restore), listed with pg_restore --list; exits 2 when pg_dump is
     not installed. FILE is created with mode 0600 and renamed into place only when complete.
-    Refuses to overwrite FILE without --force.
+    Refuses to overwrite FILE without --force, and a FILE that is not a regular file (a
+    device, a FIFO) even with it.
 
     \b
     Examples:
@@ -59,7 +95,8 @@ def db_check(ctx: click.Context) -> int:
     SQLite (opened read-only): integrity_check and foreign_key_check. PostgreSQL: every
     declared constraint and index present, constraints validated, indexes valid
     (pg_index.indisvalid), no row referencing a missing one. Exits 0 when healthy, 1 with the
-    problems listed otherwise, 2 for another kind of database, 4 when it cannot be reached.
+    problems listed otherwise, 2 for another kind of database, 4 when it cannot be reached
+    or opened (a missing file, or one that is not an SQLite database).
 
     \b
     Examples:
@@ -85,8 +122,8 @@ def db_check(ctx: click.Context) -> int:
 
 
 @db_group.command("copy")
-@click.argument("source", metavar="FROM_URL")
-@click.argument("target", metavar="TO_URL")
+@click.argument("source", metavar="FROM_URL", callback=_database_url)
+@click.argument("target", metavar="TO_URL", callback=_database_url)
 @click.option("--force", is_flag=True, help="Replace the data TO_URL already holds.")
 @click.option("--batch-rows", type=click.IntRange(min=1), default=5000, show_default=True,
               help="Rows read and written per batch.")
@@ -132,10 +169,10 @@ def db_copy(ctx: click.Context, source: str, target: str, force: bool, batch_row
 
 
 @db_group.command("retention")
-@click.option("--raw-days", type=click.FloatRange(min=0, min_open=True), default=7.0,
-              show_default=True, help="Keep raw samples this many days.")
-@click.option("--rollup-days", type=click.FloatRange(min=0, min_open=True), default=365.0,
-              show_default=True, help="Keep 1- and 5-minute GPU rollups this many days.")
+@click.option("--raw-days", type=_DAYS, default=7.0, callback=_finite, show_default=True,
+              help="Keep raw samples this many days.")
+@click.option("--rollup-days", type=_DAYS, default=365.0, callback=_finite, show_default=True,
+              help="Keep 1- and 5-minute GPU rollups this many days.")
 @json_option
 @click.pass_context
 def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int:

@@ -78,6 +78,14 @@ class LazyGroup(click.Group):
                 exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
 
 
+def _given_database(value: str | None) -> str | None:
+    """--db as given; an empty one is a usage error (it would mean the default database)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty database URL: give a file path or a URL",
+                                 param_hint="'--db'")
+    return value
+
+
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS,
              epilog="\b\nExit codes:\n" + render_exit_codes())
 @click.option(
@@ -85,6 +93,7 @@ class LazyGroup(click.Group):
     "db_url",
     envvar="FLEET_DB",
     metavar="URL",
+    callback=lambda _ctx, _param, value: _given_database(value),
     help="Database: a SQLAlchemy URL or a SQLite file path "
     "[env FLEET_DB; default ~/.local/share/fleet/fleet.db].",
 )

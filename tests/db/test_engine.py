@@ -59,11 +59,12 @@ def test_new_file_is_private_and_migrated(db_path: Path) -> None:
         database.close()
 
 
-def test_existing_file_mode_is_narrowed(db_path: Path) -> None:
+def test_an_existing_files_mode_is_its_owners_choice(db_path: Path) -> None:
     open_database(str(db_path)).close()
-    os.chmod(db_path, 0o644)
+    assert stat.S_IMODE(db_path.stat().st_mode) == 0o600  # created private
+    os.chmod(db_path, 0o640)  # shared with the lab's group for plain SQL, on purpose
     open_database(str(db_path)).close()
-    assert stat.S_IMODE(db_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(db_path.stat().st_mode) == 0o640
 
 
 def test_pragmas_are_active(database_url_file: str) -> None:
