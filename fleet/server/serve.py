@@ -10,14 +10,14 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from fleet.errors import ConfigError
 from fleet.health.metrics import MetricFamily
 from fleet.monitor.monitor import Monitor
-from fleet.server.app import StatusSource, create_app
+from fleet.server.app import StatusSource, app_runner, create_app
 from fleet.server.identity import Identities
 from fleet.server.jobs import Jobs
 from fleet.server.leader import Leadership, LeadershipLost
@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 5.0
+# While descriptors run out, asyncio reports each failed accept (up to its backlog, 100, every
+# second, per listening socket); one line per this many seconds says as much.
+ACCEPT_ERROR_QUIET_S = 60.0
+ACCEPT_ERROR = "socket.accept() out of system resource"
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,48 @@ def _locked(*locks: ServerLock) -> Iterator[None]:
     finally:
         for lock in reversed(held):
             lock.release()
+
+
+class AcceptErrorLog:
+    """An event loop exception handler that logs asyncio's failed accepts once per burst.
+
+    The first is logged (without a traceback: it is no bug), then the rest are counted and not
+    logged until ACCEPT_ERROR_QUIET_S have passed; the next one then says how many there were.
+    Every other error goes to the handler that was there before (or asyncio's default).
+    """
+
+    def __init__(self, previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
+                 | None) -> None:
+        self.previous = previous
+        self.suppressed = 0
+        self.logged_at: float | None = None
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != ACCEPT_ERROR:
+            if self.previous is not None:
+                self.previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        now = loop.time()
+        if self.logged_at is not None and now - self.logged_at < ACCEPT_ERROR_QUIET_S:
+            self.suppressed += 1
+            return
+        more = f" ({self.suppressed} more since the last report)" if self.suppressed else ""
+        log.error("cannot accept connections: %s; retrying every second%s",
+                  context.get("exception"), more)
+        self.logged_at, self.suppressed = now, 0
+
+
+@contextlib.contextmanager
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Log failed accepts once per burst (AcceptErrorLog) while in this block."""
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(AcceptErrorLog(previous))
+    try:
+        yield
+    finally:
+        loop.set_exception_handler(previous)
 
 
 async def _pump(monitor: Monitor, broadcaster: Broadcaster) -> None:
@@ -152,7 +198,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
         serve_settings = settings.section("serve", ServeSettings)
         socket_path, locks = _plan(options, serve_settings, service.database, gid)
         leadership = _leadership(service.database, serve_settings)
-        with _locked(*locks):
+        with _locked(*locks), quiet_accept_errors(asyncio.get_running_loop()):
             remove_stale_socket(socket_path)
             broadcaster = Broadcaster(serve_settings.watch_queue)
             identities = Identities(serve_settings.admins, os.getuid())
@@ -165,8 +211,7 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                                                        jobs, leadership))
             web_view = WebView(service)  # the read-only web view: /web/ here, and on --web
             web_view.mount(app, identities)
-            runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                                   shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+            runner = app_runner(app, SHUTDOWN_TIMEOUT_S)
             await runner.setup()
             try:
                 await web_view.start(options.web_bind, options.web_token_file)

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from fleet.errors import ConfigError
-from fleet.server.app import ExtraMetrics, SnapshotSource, StatusSource, create_app
+from fleet.server.app import (
+    ExtraMetrics,
+    SnapshotSource,
+    StatusSource,
+    app_runner,
+    create_app,
+)
 
 DEFAULT_PORT = 9400
 SHUTDOWN_TIMEOUT_S = 2.0
@@ -73,9 +79,7 @@ async def start_status_site(
             f"refusing to serve the status endpoint on non-loopback address {host}: "
             "it is unauthenticated; allow it explicitly if that is intended"
         )
-    runner = web.AppRunner(create_app(StatusSource(snapshot, extra_metrics)),
-                           handle_signals=False, access_log=None,
-                           shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    runner = app_runner(create_app(StatusSource(snapshot, extra_metrics)), SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
+from yarl import URL
 
 from fleet.errors import ConfigError
 from fleet.server.status_site import is_loopback, parse_listen_address
 from fleet.web.errors import Handler, Middleware, error_page
+from fleet.web.html import ROOT
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,9 @@ COOKIE = "fleet_web"
 TOKEN_PARAM = "token"
 MAX_TOKEN_BYTES = 4096
 MIN_TOKEN_CHARS = 16
+# A path the `?token=` visit may be sent back to: one '/' then printable ASCII, never '//' or
+# '/\' (a browser reads those as another host). Anything else goes to the overview.
+_SAME_ORIGIN_PATH = re.compile(r"/(?![/\\])[!-~]*")
 
 
 @dataclass(frozen=True)
@@ -77,14 +83,30 @@ def cookie_value(token: str) -> str:
     return hmac.new(token.encode(), b"fleet web session v1", hashlib.sha256).hexdigest()
 
 
+def _same(offered: str, expected: str) -> bool:
+    """`offered` equals `expected`, compared in constant time as bytes. Headers arrive decoded
+    with surrogate escapes, so bytes that are not UTF-8 compare (unequal) rather than fail."""
+    return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"),
+                               expected.encode("utf-8", "surrogateescape"))
+
+
 def _authorized(request: web.Request, token: str) -> bool:
     header = request.headers.get("Authorization", "")
-    if header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip().encode(),
-                                                              token.encode()):
+    if header.startswith("Bearer ") and _same(header[7:].strip(), token):
         return True
     cookie = request.cookies.get(COOKIE)
-    return cookie is not None and hmac.compare_digest(cookie.encode(),
-                                                      cookie_value(token).encode())
+    return cookie is not None and _same(cookie, cookie_value(token))
+
+
+def _without_token(request: web.Request) -> str:
+    """Where the `?token=` visit is sent: its own path and query less the token, when that path
+    stays on this site; else the overview."""
+    path = request.rel_url.raw_path
+    if not _SAME_ORIGIN_PATH.fullmatch(path):
+        return ROOT
+    query = request.rel_url.query.copy()
+    del query[TOKEN_PARAM]
+    return str(URL.build(path=path, encoded=True).with_query(query))
 
 
 def token_middleware(token: str) -> Middleware:
@@ -95,11 +117,8 @@ def token_middleware(token: str) -> Middleware:
         if _authorized(request, token):
             return await handler(request)
         offered = request.query.get(TOKEN_PARAM)
-        if offered is not None and hmac.compare_digest(offered.encode(), token.encode()):
-            query = request.rel_url.query.copy()
-            del query[TOKEN_PARAM]
-            redirect = web.Response(status=303,
-                                    headers={"Location": str(request.rel_url.with_query(query))})
+        if offered is not None and _same(offered, token):
+            redirect = web.Response(status=303, headers={"Location": _without_token(request)})
             redirect.set_cookie(COOKIE, cookie_value(token), httponly=True, samesite="Strict",
                                 path="/")
             return redirect

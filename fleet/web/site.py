@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from fleet.errors import ConfigError
+from fleet.server.app import app_runner
 from fleet.server.identity import Identities
 from fleet.snapshot import FleetSnapshot
 from fleet.web.auth import token_middleware, web_bind
 from fleet.web.errors import Middleware, html_errors, security_headers
 from fleet.web.fragments import HostBlocks
 from fleet.web.html import ROOT as PREFIX
+from fleet.web.listen import listen_capped
 from fleet.web.live import LiveRows
 
 if TYPE_CHECKING:
@@ -73,8 +75,22 @@ def web_app(context: WebContext) -> web.Application:
     add_pages(app)
     add_record_pages(app)
     add_usage_page(app)
-    app.router.add_static("/static/", STATIC_DIR, append_version=False)
+    add_static_files(app)
     return app
+
+
+def add_static_files(app: web.Application) -> None:
+    """GET /static/NAME for the vendored assets, each file by name (the folder is flat); any
+    other name is a 404 page like any other (aiohttp's static route answers an empty 404)."""
+    names = frozenset(path.name for path in STATIC_DIR.iterdir() if path.is_file())
+
+    async def static_file(request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in names:
+            raise web.HTTPNotFound(text=f"no such file: static/{name[:100]}")
+        return web.FileResponse(STATIC_DIR / name)
+
+    app.router.add_get("/static/{name}", static_file)
 
 
 async def _to_overview(request: web.Request) -> web.StreamResponse:
@@ -86,6 +102,7 @@ def tcp_app(context: WebContext, token: str | None) -> web.Application:
     middlewares: list[Middleware] = [security_headers]
     if token:
         middlewares.append(token_middleware(token))
+    middlewares.append(html_errors)  # a 404 outside /web/ is the same page as one inside
     root = web.Application(middlewares=middlewares)
     root.router.add_get("/", _to_overview)
     root.add_subapp(PREFIX, web_app(context))
@@ -101,6 +118,7 @@ class WebView:
         self.url: str | None = None
         self._follower: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
 
     def mount(self, parent: web.Application, identities: Identities) -> None:
         """Serve the pages under /web/ of the socket's app `parent` too (not frozen yet)."""
@@ -119,16 +137,16 @@ class WebView:
         self._follower.add_done_callback(_log_follow_end)
         if bind is None:
             return
-        runner = web.AppRunner(tcp_app(self.context, bind.token), handle_signals=False,
-                               access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        runner = app_runner(tcp_app(self.context, bind.token), SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         self._runner = runner
+        assert runner.server is not None  # set up
         try:
-            await web.TCPSite(runner, bind.host, bind.port).start()
+            self._listener = await listen_capped(runner.server, bind.host, bind.port)
         except OSError as exc:
             raise ConfigError(f"--web: cannot listen on {bind.host}:{bind.port}: "
                               f"{exc.strerror or exc}") from exc
-        host, port = runner.addresses[0][:2]
+        host, port = self._listener.sockets[0].getsockname()[:2]
         shown = f"[{host}]" if ":" in str(host) else str(host)
         self.url = f"http://{shown}:{port}{PREFIX}"
         log.info("web view on %s%s", self.url, " (token required)" if bind.token else "")
@@ -136,8 +154,12 @@ class WebView:
     async def close(self) -> None:
         """Stop listening and following; open pages see their streams end."""
         self.context.live.close()
+        if self._listener is not None:
+            self._listener.close()  # accept no more; the runner closes those open
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.wait_closed()
         if self._follower is not None:
             self._follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
