@@ -80,22 +80,36 @@ def _write_files(wire: SubmitRequest, directory: Path) -> None:
     if len(wire.files) > MAX_UPLOAD_FILES + 1 + len(wire.extras) + (wire.snapshot is not None):
         raise ConfigError(f"more than {MAX_UPLOAD_FILES} uploaded files")
     made_dirs = {PurePosixPath(".")}
+    written: set[PurePosixPath] = set()
     for entry in wire.files:
         relative = _checked_path(entry.path)
         if relative.parent not in made_dirs:
             raise ConfigError(f"uploaded file {entry.path!r}: its directory was not sent first")
-        target = directory.joinpath(*relative.parts)
+        if relative in written:  # a file or directory of that name was sent already
+            raise ConfigError(f"uploaded file {entry.path!r}: sent more than once")
+        written.add(relative)
+        try:
+            _write_entry(directory.joinpath(*relative.parts), entry)
+        except OSError as exc:  # a name too long for the filesystem, the disk full...
+            raise ConfigError(f"uploaded file {entry.path!r}: cannot be staged: "
+                              f"{exc.strerror or exc}") from exc
         if entry.data is None:
-            target.mkdir(mode=0o700)
             made_dirs.add(relative)
-            continue
-        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             (entry.mode & 0o700) | 0o600)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(entry.data)
     for name in wire.extras:
-        if _checked_path(name).parent != PurePosixPath(".") or not (directory / name).exists():
+        if _checked_path(name).parent != PurePosixPath(".") or PurePosixPath(
+                name) not in written:
             raise ConfigError(f"--with {name!r}: not among the uploaded files")
+
+
+def _write_entry(target: Path, entry: UploadEntry) -> None:
+    """Create one uploaded directory (data None) or file; never over anything already there."""
+    if entry.data is None:
+        target.mkdir(mode=0o700)
+        return
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         (entry.mode & 0o700) | 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(entry.data)
 
 
 def staged_request(wire: SubmitRequest, directory: Path) -> DispatchRequest:

@@ -8,8 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import ConfigError
+from fleet.probe.limits import MAX_GPUS, MAX_INT
+from fleet.timeparse import MAX_DURATION_S
 
 DEFAULT_POLICY = "least-loaded"
+# The most hosts one gang spans (as `--nodes` takes), and the longest name or pattern taken.
+MAX_NODES = 4096
+MAX_TEXT = 4096
+# The most labels one request names, and hosts it excludes (a fleet is far smaller).
+MAX_LABELS = 256
+MAX_EXCLUDED = 65536
+# The oldest sample age a request may accept: a century, like every duration fleet takes.
+MAX_SAMPLE_AGE_S = MAX_DURATION_S
 # A sample older than this is not trusted for placement; the candidates' hosts are probed again.
 DEFAULT_MAX_SAMPLE_AGE_S = 30.0
 
@@ -25,6 +35,15 @@ class MemorySize:
     bytes: int | None = None
     fraction: float | None = None
 
+    def __post_init__(self) -> None:
+        if self.bytes is not None and not (_is_int(self.bytes) and 0 <= self.bytes <= MAX_INT):
+            raise ConfigError(f"min_free_memory bytes must be a whole number from 0 to "
+                              f"{MAX_INT}, not {_shown(self.bytes)}")
+        if self.fraction is not None and not (_is_real(self.fraction)
+                                              and 0 < self.fraction <= 1):
+            raise ConfigError(f"min_free_memory fraction must be a number above 0 and at most "
+                              f"1, not {_shown(self.fraction)}")
+
     def required_bytes(self, total_bytes: int | None) -> int | None:
         """Bytes needed on a GPU of `total_bytes` memory (None: a fraction of an unknown total)."""
         if self.bytes is not None:
@@ -37,6 +56,30 @@ class MemorySize:
         if self.fraction is not None:
             return f"{self.fraction * 100:g}%"
         return format_memory(self.bytes or 0)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    """An int or float (never a bool), finite."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _shown(value: object) -> str:
+    """A rejected value for a message, cut short (it may be anything a client sent)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _check_text(value: object, what: str, *, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise ConfigError(f"{what} must be text of at most {MAX_TEXT} characters, "
+                          f"not {_shown(value)}")
 
 
 def parse_memory_size(text: str, *, what: str = "--min-free-mem") -> MemorySize:
@@ -107,18 +150,44 @@ class PlacementRequest:
     same: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
-            raise ConfigError(f"--gpus must be a whole number of at least 1, not {self.gpus!r}")
-        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
-            raise ConfigError(f"--nodes must be a whole number of at least 1, not {self.nodes!r}")
+        """Every field's type and range (a request may come from JSON: trust no type)."""
+        if not (_is_int(self.gpus) and 1 <= self.gpus <= MAX_GPUS):
+            raise ConfigError(f"--gpus must be a whole number from 1 to {MAX_GPUS}, "
+                              f"not {_shown(self.gpus)}")
+        if not (_is_int(self.nodes) and 1 <= self.nodes <= MAX_NODES):
+            raise ConfigError(f"--nodes must be a whole number from 1 to {MAX_NODES}, "
+                              f"not {_shown(self.nodes)}")
+        if not (self.min_free_memory is None or isinstance(self.min_free_memory, MemorySize)):
+            raise ConfigError(f"min_free_memory must be a MemorySize, "
+                              f"not {_shown(self.min_free_memory)}")
+        for name in ("hosts", "group", "gpu_model", "same"):
+            _check_text(getattr(self, name), f"--{name.replace('_', '-')}")
+        _check_text(self.policy, "--policy", optional=False)
         if self.same is not None and not self.same.strip():
             raise ConfigError("--same must name a label")
-        if self.max_util is not None and not 0 <= self.max_util <= 100:
-            raise ConfigError(f"--max-util must be between 0 and 100, not {self.max_util}")
-        if self.max_temp is not None and not -50 <= self.max_temp <= 200:
-            raise ConfigError(f"--max-temp must be between -50 and 200 °C, not {self.max_temp}")
-        if self.max_sample_age_s <= 0:
-            raise ConfigError(f"sample age limit must be positive, not {self.max_sample_age_s}")
+        if len(self.labels) > MAX_LABELS or len(self.exclude_hosts) > MAX_EXCLUDED:
+            raise ConfigError(f"at most {MAX_LABELS} labels and {MAX_EXCLUDED} excluded hosts")
+        if not all(isinstance(pair, tuple) and len(pair) == 2 for pair in self.labels):
+            raise ConfigError(f"--label must be (key, value) pairs, not {_shown(self.labels)}")
+        for key, value in self.labels:
+            _check_text(key, "--label key", optional=False)
+            _check_text(value, "--label value", optional=False)
+        if not isinstance(self.allow_unmanaged, bool):
+            raise ConfigError(f"allow_unmanaged must be true or false, "
+                              f"not {_shown(self.allow_unmanaged)}")
+        for name in self.exclude_hosts:
+            _check_text(name, "an excluded host", optional=False)
+        if self.max_util is not None and not (_is_real(self.max_util)
+                                              and 0 <= self.max_util <= 100):
+            raise ConfigError(f"--max-util must be between 0 and 100, not {_shown(self.max_util)}")
+        if self.max_temp is not None and not (_is_real(self.max_temp)
+                                              and -50 <= self.max_temp <= 200):
+            raise ConfigError(f"--max-temp must be between -50 and 200 °C, "
+                              f"not {_shown(self.max_temp)}")
+        if not (_is_real(self.max_sample_age_s)
+                and 0 < self.max_sample_age_s <= MAX_SAMPLE_AGE_S):
+            raise ConfigError(f"sample age limit must be a positive number of seconds up to "
+                              f"{MAX_SAMPLE_AGE_S:g}, not {_shown(self.max_sample_age_s)}")
         if not self.policy.strip():
             raise ConfigError("--policy must name a policy")
 
@@ -150,25 +219,43 @@ class PlacementRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PlacementRequest:
-        """The request that `to_dict` produced; ConfigError for a malformed mapping."""
+        """The request that `to_dict` produced; ConfigError for a malformed mapping.
+
+        Values are taken as they are, never converted (`"2"` is not 2, `"no"` is not false):
+        `__post_init__` refuses a wrong type.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"malformed placement request: not a mapping: {_shown(data)}")
+        memory = data.get("min_free_memory")
+        if memory is not None and not isinstance(memory, dict):
+            raise ConfigError(f"malformed placement request: min_free_memory is not a mapping: "
+                              f"{_shown(memory)}")
+        labels, excluded = data.get("labels", ()), data.get("exclude_hosts", ())
+        if not isinstance(labels, list | tuple) or not all(
+                isinstance(pair, list | tuple) and len(pair) == 2 for pair in labels):
+            raise ConfigError(f"malformed placement request: labels are not [key, value] "
+                              f"pairs: {_shown(labels)}")
+        if not isinstance(excluded, list | tuple) or not all(
+                isinstance(name, str) for name in excluded):
+            raise ConfigError(f"malformed placement request: exclude_hosts is not a list of "
+                              f"names: {_shown(excluded)}")
         try:
-            memory = data.get("min_free_memory")
             return cls(
-                gpus=int(data.get("gpus", 1)),
+                gpus=data.get("gpus", 1),
                 min_free_memory=None if memory is None else MemorySize(
                     bytes=memory.get("bytes"), fraction=memory.get("fraction")),
                 max_util=data.get("max_util"),
                 max_temp=data.get("max_temp"),
                 hosts=data.get("hosts"),
                 group=data.get("group"),
-                labels=tuple((str(k), str(v)) for k, v in data.get("labels", ())),
+                labels=tuple((key, value) for key, value in labels),
                 gpu_model=data.get("gpu_model"),
-                allow_unmanaged=bool(data.get("allow_unmanaged", False)),
-                policy=str(data.get("policy", DEFAULT_POLICY)),
-                exclude_hosts=frozenset(data.get("exclude_hosts", ())),
-                max_sample_age_s=float(data.get("max_sample_age_s", DEFAULT_MAX_SAMPLE_AGE_S)),
-                nodes=int(data.get("nodes", 1)),
+                allow_unmanaged=data.get("allow_unmanaged", False),
+                policy=data.get("policy", DEFAULT_POLICY),
+                exclude_hosts=frozenset(excluded),
+                max_sample_age_s=data.get("max_sample_age_s", DEFAULT_MAX_SAMPLE_AGE_S),
+                nodes=data.get("nodes", 1),
                 same=data.get("same"),
             )
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise ConfigError(f"malformed placement request {data!r}: {exc}") from exc
+        except ConfigError as exc:
+            raise ConfigError(f"malformed placement request: {exc}") from exc

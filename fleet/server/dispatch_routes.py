@@ -99,10 +99,10 @@ async def submit_task(request: web.Request) -> web.StreamResponse:
 async def task_log(request: web.Request) -> web.StreamResponse:
     """A task's output as `output` events, then its row as a `task` event (or `error`); with
     `?follow=true` until the task ends. The caller's own tasks only, unless an admin."""
-    from fleet.server.routes import query
+    from fleet.server.routes import path_id, query
 
     wanted = query(request, wire.LogQuery)
-    task_id = int(request.match_info["task_id"])
+    task_id = path_id(request)
     fleet, caller = request.app[FLEET], request.app[IDENTITIES].caller(request)
     await fleet.task(task_id)  # an unknown id is a 400 before the stream starts
     stream = EventStream(LOG_QUEUE_FRAMES)  # a client that falls behind is let go

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from fleet import __version__
 from fleet.errors import ServerUnavailable
+from fleet.probe.limits import MAX_INT
 from fleet.server.app import error_reply, json_reply
 from fleet.server.identity import Identities
 from fleet.server.jobs import Jobs
@@ -20,6 +21,7 @@ from fleet.server.stream import Broadcaster
 from fleet.server.watch import watch
 from fleet.snapshot import FleetSnapshot
 from fleet.wire import allocations, drain, events, history, hosts, tasks, usage
+from fleet.wire.bounds import check_target
 from fleet.wire.codec import API_PREFIX, WireError, decode
 from fleet.wire.identity import WhoAmI
 from fleet.wire.snapshot import snapshot_to_wire
@@ -105,6 +107,16 @@ def query(request: web.Request, kind: type[T]) -> T:
         raise WireError(f"query: {exc}") from exc
 
 
+def path_id(request: web.Request, name: str = "task_id") -> int:
+    """The id in the path (digits, by the route); WireError when no SQLite INTEGER holds it."""
+    text = request.match_info[name]
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_INT)) or int(digits) > MAX_INT:
+        raise WireError(f"{name} {text[:40]}{'...' if len(text) > 40 else ''}: "
+                        f"out of range (at most {MAX_INT})")
+    return int(digits)
+
+
 async def _settled_snapshot(fleet: Fleet) -> FleetSnapshot | None:
     """The latest snapshot; just after start, wait (bounded) until every host was read once."""
     deadline = asyncio.get_running_loop().time() + FIRST_READING_WAIT_S
@@ -181,16 +193,16 @@ async def list_tasks(request: web.Request) -> web.Response:
 
 async def get_task(request: web.Request) -> web.Response:
     """One task (`Fleet.task`; unknown ids are bad input, exit 2)."""
-    row = await request.app[FLEET].task(int(request.match_info["task_id"]))
+    row = await request.app[FLEET].task(path_id(request))
     return json_reply(tasks.task_to_wire(row))
 
 
 async def cancel_task(request: web.Request) -> web.Response:
     """Cancel a task: the caller's own, or anyone's for an admin."""
+    task_id = path_id(request)
     wanted = await body(request, tasks.CancelRequest)
     caller = request.app[IDENTITIES].caller(request)
-    row = await request.app[FLEET].cancel(int(request.match_info["task_id"]),
-                                          grace_s=wanted.grace_s, caller=caller)
+    row = await request.app[FLEET].cancel(task_id, grace_s=wanted.grace_s, caller=caller)
     return json_reply(tasks.task_to_wire(row))
 
 
@@ -268,6 +280,8 @@ async def reserve_gpus(request: web.Request) -> web.Response:
 async def gpu_history(request: web.Request) -> web.Response:
     """GPU samples or buckets between two times (`Fleet.gpu_history`)."""
     wanted = query(request, history.GpuHistoryQuery)
+    if wanted.gpu is not None:
+        check_target(wanted.gpu, "gpu")
     points = await request.app[FLEET].gpu_history(
         since=wanted.since, until=wanted.until, host=wanted.host, gpu=wanted.gpu,
         bucket_s=wanted.bucket_s, limit=wanted.limit)
@@ -286,6 +300,7 @@ async def host_history(request: web.Request) -> web.Response:
 async def drain_target(request: web.Request) -> web.Response:
     """Drain a host or GPU (admins only)."""
     wanted = await body(request, drain.DrainRequest)
+    check_target(wanted.target, "target")
     caller = request.app[IDENTITIES].caller(request)
     outcome = await request.app[FLEET].drain(wanted.target, wanted.reason, caller=caller)
     return json_reply(drain.drain_to_wire(outcome))
@@ -294,6 +309,7 @@ async def drain_target(request: web.Request) -> web.Response:
 async def undrain_target(request: web.Request) -> web.Response:
     """Undrain a host or GPU (admins only)."""
     wanted = await body(request, drain.UndrainRequest)
+    check_target(wanted.target, "target")
     caller = request.app[IDENTITIES].caller(request)
     outcome = await request.app[FLEET].undrain(wanted.target, caller=caller)
     return json_reply(drain.drain_to_wire(outcome))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
+from fleet.probe.limits import MAX_GPUS
+from fleet.wire.bounds import GpuIndex, Id, PositiveDurationS, Text
 from fleet.wire.codec import from_wire, to_wire
+from fleet.wire.placement import check_placement
 
 if TYPE_CHECKING:
     from fleet.placement.claim import Claim
@@ -89,7 +92,7 @@ class AllocationQuery(Struct, frozen=True, forbid_unknown_fields=True):
 class ReleaseRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/allocations/release`: ids, and/or every reservation of the caller."""
 
-    ids: tuple[int, ...] = ()
+    ids: tuple[Id, ...] = ()
     all_mine: bool = False
     force: bool = False
 
@@ -103,18 +106,21 @@ class ReleaseResult(Struct, frozen=True):
 class ReserveRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/reservations`: a PlacementRequest.to_dict(), how long, and why."""
 
-    placement: dict[str, Any]
-    duration_s: float | None = None
-    note: str | None = None
+    placement: dict[str, Any]  # held to fleet.wire.placement.PlacementWire
+    duration_s: PositiveDurationS | None = None
+    note: Text | None = None
+
+    def __post_init__(self) -> None:
+        check_placement(self.placement)
 
 
 class ReserveGpusRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/reservations/gpus`: exactly these GPUs of one host (all or none)."""
 
-    host: str
-    gpu_indices: tuple[int, ...]
-    duration_s: float | None = None
-    note: str | None = None
+    host: Text
+    gpu_indices: Annotated[tuple[GpuIndex, ...], Meta(max_length=MAX_GPUS)]
+    duration_s: PositiveDurationS | None = None
+    note: Text | None = None
 
 
 class ClaimWire(Struct, frozen=True):

@@ -30,6 +30,8 @@ def decode(data: bytes, kind: type[T]) -> T:
         return msgspec.json.decode(data, type=kind)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise WireError(str(exc)) from exc
+    except RecursionError as exc:  # arrays or objects nested thousands deep: refused, not a bug
+        raise WireError("JSON nested too deeply") from exc
 
 
 def to_wire(value: object, kind: type[T]) -> T:

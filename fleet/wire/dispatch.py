@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
+
+from fleet.wire.bounds import DurationS, SqlInt, Text
+from fleet.wire.placement import check_placement
 
 # The most a submission (script and --with files, before base64) may carry through the server.
 MAX_UPLOAD_BYTES = 256 << 20
@@ -14,9 +17,9 @@ class UploadEntry(Struct, frozen=True, forbid_unknown_fields=True):
     """One file (data and permission bits) or directory (data None) of a task, by its path
     relative to the task directory ('/'-separated)."""
 
-    path: str
+    path: Text
     data: bytes | None = None
-    mode: int = 0o600
+    mode: Annotated[int, Meta(ge=0, le=0o7777)] = 0o600
 
 
 class ArraySubmit(Struct, frozen=True, forbid_unknown_fields=True):
@@ -39,26 +42,29 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     extras: tuple[str, ...]
     shown_script: str
     shown_extras: tuple[str, ...]
-    placement: dict[str, Any]
+    placement: dict[str, Any]  # PlacementRequest.to_dict(), held to PlacementWire
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     workdir: str | None = None
     python: str | None = None
-    timeout_s: float | None = None
-    grace_s: float = 10.0
-    name: str | None = None
-    priority: int = 0
+    timeout_s: DurationS | None = None
+    grace_s: DurationS = 10.0
+    name: Text | None = None
+    priority: SqlInt = 0
     wait: bool = False
-    queue_timeout_s: float = 24 * 3600.0
+    queue_timeout_s: DurationS = 24 * 3600.0
     follow: bool = True  # False (--detach): the stream ends once the task runs
     explain: bool = False  # the started event carries the placement's explanation
-    lost_after_s: float | None = None
+    lost_after_s: DurationS | None = None
     notify: bool = False  # --notify: the task's events carry notify: true
     override_limits: bool = False  # admin only: this task ignores the `limits:` settings
     environment: dict[str, str] | None = None  # --venv/--conda/--container: {kind, value}
     snapshot: dict[str, Any] | None = None  # --snapshot: its files are under snapshot/
     hostfile: str = "hostfile"  # a gang's (placement.nodes > 1) hostfile in each task dir
     array: ArraySubmit | None = None  # --array: one task per index, driven by the server
+
+    def __post_init__(self) -> None:
+        check_placement(self.placement)
 
 
 class SubmittedEvent(Struct, frozen=True):
@@ -109,13 +115,16 @@ class LogQuery(Struct, frozen=True, forbid_unknown_fields=True):
     """Query of `GET /v1/tasks/{id}/log`: keep streaming until the task ends, or not."""
 
     follow: bool = False
-    lost_after_s: float | None = None
+    lost_after_s: DurationS | None = None
 
 
 class PlaceRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/place`: where would this fit now (nothing is claimed)."""
 
-    placement: dict[str, Any]
+    placement: dict[str, Any]  # PlacementRequest.to_dict(), held to PlacementWire
+
+    def __post_init__(self) -> None:
+        check_placement(self.placement)
 
 
 class PlaceReport(Struct, frozen=True):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
+from fleet.wire.bounds import Text
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -15,14 +16,14 @@ if TYPE_CHECKING:
 class DrainRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/drain`: a host, "HOST:IDX" or GPU UUID, and why."""
 
-    target: str
-    reason: str | None = None
+    target: Text
+    reason: Text | None = None
 
 
 class UndrainRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/undrain`."""
 
-    target: str
+    target: Text
 
 
 class DrainResult(Struct, frozen=True):

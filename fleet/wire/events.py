@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from msgspec import Struct, field
 
+from fleet.wire.bounds import Count, EpochS, Text
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -36,12 +37,12 @@ class EventList(Struct, frozen=True):
 class EventQuery(Struct, frozen=True, forbid_unknown_fields=True):
     """Query of `GET /v1/events`: the arguments of `Fleet.events()` (times epoch seconds)."""
 
-    since: float | None = None
-    until: float | None = None
+    since: EpochS | None = None
+    until: EpochS | None = None
     severity: Literal["info", "warning", "error", "critical"] | None = None
-    host: str | None = None
-    kind: str | None = None
-    limit: int | None = 100
+    host: Text | None = None
+    kind: Text | None = None
+    limit: Count | None = 100
     newest_first: bool = False
 
 

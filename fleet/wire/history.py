@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
+from fleet.wire.bounds import BucketS, Count, EpochS, Text
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -35,12 +36,12 @@ class GpuHistoryPointWire(Struct, frozen=True, array_like=True):
 class GpuHistoryQuery(Struct, frozen=True, forbid_unknown_fields=True):
     """Query of `GET /v1/history/gpu` (as `Fleet.gpu_history`)."""
 
-    since: float
-    until: float
-    host: str | None = None
-    gpu: str | None = None
-    bucket_s: int | None = None
-    limit: int | None = None
+    since: EpochS
+    until: EpochS
+    host: Text | None = None
+    gpu: Text | None = None
+    bucket_s: BucketS | None = None
+    limit: Count | None = None
 
 
 class GpuHistoryList(Struct, frozen=True):
@@ -82,11 +83,11 @@ class HostHistoryPointWire(Struct, frozen=True, array_like=True):
 class HostHistoryQuery(Struct, frozen=True, forbid_unknown_fields=True):
     """Query of `GET /v1/history/host` (as `Fleet.host_history`)."""
 
-    since: float
-    until: float
-    host: str | None = None
-    bucket_s: int | None = None
-    limit: int | None = None
+    since: EpochS
+    until: EpochS
+    host: Text | None = None
+    bucket_s: BucketS | None = None
+    limit: Count | None = None
 
 
 class HostHistoryList(Struct, frozen=True):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
+from fleet.wire.bounds import Count, DurationS, EpochIntS, Id
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -66,15 +67,15 @@ class TaskQuery(Struct, frozen=True, forbid_unknown_fields=True):
     """Query of `GET /v1/tasks`: states (repeatable), the newest `limit`, submitted `since`."""
 
     states: tuple[str, ...] = ()
-    limit: int | None = None
-    since: int | None = None
-    group: int | None = None  # only this gang's or array's members (by rank or index)
+    limit: Count | None = None
+    since: EpochIntS | None = None
+    group: Id | None = None  # only this gang's or array's members (by rank or index)
 
 
 class CancelRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """Body of `POST /v1/tasks/{id}/cancel` (may be empty: the default grace)."""
 
-    grace_s: float = field(default=10.0)
+    grace_s: DurationS = field(default=10.0)
 
 
 def task_to_wire(row: TaskRow) -> TaskWire:

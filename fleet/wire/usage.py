@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from msgspec import Struct
 
+from fleet.wire.bounds import EpochS
 from fleet.wire.codec import from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -38,8 +39,8 @@ class UsageReply(Struct, frozen=True):
 class UsageQuery(Struct, frozen=True, forbid_unknown_fields=True):
     """Query of `GET /v1/usage`: the arguments of `Fleet.usage()` (times epoch seconds)."""
 
-    since: float
-    until: float | None = None
+    since: EpochS
+    until: EpochS | None = None
     by: Literal["user", "group", "host", "gpu-model"] = "user"
 
 
