@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from db.sql import Row, SqlReader
 from fleet.errors import ConfigError
+from fleet.probe.limits import MAX_INT
 
 _HOST_GPU = re.compile(r"(?P<host>.+):(?P<idx>\d+)")
 MAX_NAMES_SHOWN = 10
@@ -78,8 +79,8 @@ def _resolve_gpu(reader: SqlReader, text: str) -> tuple[TargetHost, TargetGpu | 
     if match is not None:
         host = resolve_host(reader, match["host"])
         index = int(match["idx"])
-        gpu = _gpu(reader, "host_id = :host_id AND idx = :idx",
-                   {"host_id": host.id, "idx": index})
+        gpu = None if index > MAX_INT else _gpu(  # no GPU has it; SQLite could not bind it
+            reader, "host_id = :host_id AND idx = :idx", {"host_id": host.id, "idx": index})
         if gpu is None:
             known = sorted(reader.scalars("SELECT idx FROM gpus WHERE host_id = :host_id",
                                           {"host_id": host.id}))

@@ -134,6 +134,7 @@ async def test_history_filters_by_host_and_gpu(fleet_cli: FleetCli, sim_tools: S
     other_host = await fleet_cli.run("--json", "history", "gpus", "--hosts", "elsewhere")
     no_such_index = await fleet_cli.run("history", "gpus", "--gpu", "workstation:99")
     no_such_gpu = await fleet_cli.run("history", "gpus", "--gpu", "nosuch")
+    huge_index = await fleet_cli.run("drain", f"workstation:{2**64}")
 
     assert [p["gpu_idx"] for p in by_gpu.json()["points"]] == [2]
     assert [p["uuid"] for p in by_uuid.json()["points"]] == [simulated.gpus[0].uuid]
@@ -145,6 +146,8 @@ async def test_history_filters_by_host_and_gpu(fleet_cli: FleetCli, sim_tools: S
     assert "host 'workstation' has no GPU 99 (known: 0, 1, 2)" in no_such_index.stderr
     assert no_such_gpu.returncode == 2 and no_such_gpu.stdout == ""
     assert "unknown host or GPU 'nosuch'" in no_such_gpu.stderr
+    assert huge_index.returncode == 2, huge_index.stderr  # not an OverflowError traceback
+    assert f"host 'workstation' has no GPU {2**64} (known: 0, 1, 2)" in huge_index.stderr
 
 
 async def test_history_tables_show_memory_in_gib(fleet_cli: FleetCli, sim_tools: SimTools) -> None:
