@@ -20,7 +20,8 @@ def select_hosts(inv: Inventory, pattern: str | None) -> tuple[HostSpec, ...]:
       @GROUP-GLOB      every host in the matching groups (`@all` is every host)
       label:KEY=GLOB   hosts whose label KEY matches (`label:KEY` alone: hosts having KEY)
       !TERM            leaves out what TERM matches (only exclusions: from all hosts)
-    A term that matches no host is a ConfigError (a typo must not silently select nothing).
+    A term that matches no host is a ConfigError (a typo must not silently select nothing),
+    and so is a pattern whose exclusions leave no host at all.
     """
     if pattern is None or not pattern.strip():
         return inv.hosts
@@ -43,7 +44,12 @@ def select_hosts(inv: Inventory, pattern: str | None) -> tuple[HostSpec, ...]:
             included |= matched
     if not has_inclusion:
         included = {spec.name for spec in inv.hosts}
-    return tuple(spec for spec in inv.hosts if spec.name in included - excluded)
+    selected = tuple(spec for spec in inv.hosts if spec.name in included - excluded)
+    if not selected and included:
+        where = f"inventory {inv.path}" if inv.path is not None else "the inventory"
+        raise ConfigError(f"host pattern {pattern!r} leaves no host in {where}: its "
+                          "exclusions (!) remove every host it selects")
+    return selected
 
 
 def host_matches(pattern: str | None, name: str, groups: tuple[str, ...],

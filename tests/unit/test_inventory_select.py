@@ -242,6 +242,14 @@ def test_select_hosts_rejects_patterns_matching_nothing(
     assert hint in str(caught.value) and caught.value.exit_code == 2
 
 
+@pytest.mark.parametrize("pattern", ["!@all", "gpu01,!gpu0*", "!controller,!login,!@gpu"])
+def test_a_pattern_whose_exclusions_leave_nothing_is_refused(
+        example: Inventory, pattern: str) -> None:
+    with pytest.raises(ConfigError, match="leaves no host") as caught:
+        select_hosts(example, pattern)
+    assert caught.value.exit_code == 2
+
+
 def test_settings_alias_bomb_is_refused(tmp_path: Path) -> None:
     lines = ["hosts: [a]", "l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
     for level in range(1, 7):
