@@ -59,6 +59,14 @@ def host_option(help_text: str, *, name: str = "pattern",
 HOSTS_HELP = "Comma-separated host names/globs, @group or label:key=value."
 
 
+def output_format_of(options: GlobalOptions, output_format: str | None) -> str:
+    """What a command with `--format` prints: that format, else json with --json, else table;
+    --json with another --format is a usage error (exit 2), not one of them silently."""
+    if options.as_json and output_format not in (None, "json"):
+        raise click.UsageError(f"--json and --format {output_format} ask for different output")
+    return output_format or ("json" if options.as_json else "table")
+
+
 def echo_json(data: Any) -> None:
     """Print `data` as indented JSON on stdout."""
     click.echo(indented_json(data))

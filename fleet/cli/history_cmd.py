@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options, host_option, json_option
+from fleet.cli.context import (
+    echo_json,
+    global_options,
+    host_option,
+    json_option,
+    output_format_of,
+)
 from fleet.cli.history_hosts_cmd import history_hosts
 from fleet.cli.runner import open_service, run_async
 
@@ -53,6 +59,7 @@ def history_gpus(ctx: click.Context, host: str | None, gpu: str | None, since: s
     from fleet.timeparse import parse_range
 
     options = global_options(ctx)
+    chosen = output_format_of(options, output_format)  # before any work
     since_epoch, until_epoch, bucket_s = parse_range(since, until, bucket, now=time.time())
 
     async def run() -> list[GpuHistoryPoint]:
@@ -61,7 +68,6 @@ def history_gpus(ctx: click.Context, host: str | None, gpu: str | None, since: s
                                              gpu=gpu, bucket_s=bucket_s, limit=limit)
 
     points = run_async(run)
-    chosen = output_format or ("json" if options.as_json else "table")
     if chosen == "json":
         echo_json({"since": since_epoch, "until": until_epoch, "bucket_s": bucket_s,
                    "points": [dataclasses.asdict(point) for point in points]})

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options, host_option, json_option
+from fleet.cli.context import (
+    echo_json,
+    global_options,
+    host_option,
+    json_option,
+    output_format_of,
+)
 from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
@@ -43,6 +49,7 @@ def history_hosts(ctx: click.Context, host: str | None, since: str, until: str,
     from fleet.timeparse import parse_range
 
     options = global_options(ctx)
+    chosen = output_format_of(options, output_format)  # before any work
     since_epoch, until_epoch, bucket_s = parse_range(since, until, bucket, now=time.time())
 
     async def run() -> list[HostHistoryPoint]:
@@ -52,7 +59,6 @@ def history_hosts(ctx: click.Context, host: str | None, since: str, until: str,
 
     points = run_async(run)
     rows = [dataclasses.asdict(point) for point in points]
-    chosen = output_format or ("json" if options.as_json else "table")
     if chosen == "json":
         echo_json({"since": since_epoch, "until": until_epoch, "bucket_s": bucket_s,
                    "points": rows})

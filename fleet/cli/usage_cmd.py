@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.context import echo_json, global_options, json_option, output_format_of
 from fleet.cli.runner import open_service, run_async
 
 if TYPE_CHECKING:
@@ -24,12 +24,12 @@ FORMATS = ("table", "json", "csv")
 @click.option("--by", "by", type=click.Choice(BY_CHOICES), default="user", show_default=True,
               help="One row per user, Unix group (a user counts in each of theirs), host or "
                    "GPU model.")
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
-              show_default=True, help="Output format (`--json` is `--format json`).")
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default=None,
+              help="Output format [default: table, or json with --json].")
 @json_option
 @click.pass_context
 def usage(ctx: click.Context, since: str, until: str | None, by: str,
-          output_format: str) -> int:
+          output_format: str | None) -> int:
     """Show who used how much GPU time, and how well, from the stored history.
 
     GPU-hours held (tasks and reservations, cut to the window; an active one counts until
@@ -60,10 +60,11 @@ def usage(ctx: click.Context, since: str, until: str | None, by: str,
         async with open_service(options) as service:
             return await service.usage(since=since_epoch, until=until_epoch, by=by)
 
+    chosen = output_format_of(options, output_format)
     report = run_async(run)
-    if options.as_json or output_format == "json":
+    if chosen == "json":
         echo_json(usage_json(report))
-    elif output_format == "csv":
+    elif chosen == "csv":
         click.echo(usage_csv(report), nl=False)
     else:
         click.echo(usage_table(report))

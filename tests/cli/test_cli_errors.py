@@ -99,3 +99,12 @@ async def test_values_out_of_range_are_bad_input_not_tracebacks(fleet_cli: Fleet
         result = await fleet_cli.run(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert words in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+async def test_json_and_another_format_is_a_usage_error(fleet_cli: FleetCli) -> None:
+    for args in (["history", "gpus"], ["history", "hosts"], ["usage"]):
+        result = await fleet_cli.run("--json", *args, "--format", "table")
+        assert result.returncode == 2 and result.stdout == "", (args, result.stdout)
+        assert "--json and --format table ask for different output" in result.stderr
+        agreed = await fleet_cli.run(*args, "--json", "--format", "json")
+        assert agreed.returncode == 0 and agreed.stdout.startswith("{"), (args, agreed.stderr)
