@@ -40,14 +40,18 @@ def local_host() -> HostSpec:
 
 def default_inventory_path() -> Path | None:
     """`./inventory.yaml`, else `$XDG_CONFIG_HOME/fleet/inventory.yaml` (default
-    `~/.config/fleet/inventory.yaml`), whichever exists first; None when neither does."""
-    local = Path.cwd() / INVENTORY_FILENAME
-    if local.is_file():
-        return local
+    `~/.config/fleet/inventory.yaml`), whichever exists first; None when neither does.
+    ConfigError when the first that exists is not a file (a directory of that name is a
+    mistake to say, not a reason to fall back to the next place or the local machine)."""
     config_home = os.environ.get("XDG_CONFIG_HOME", "")
     base = Path(config_home) if os.path.isabs(config_home) else Path("~", ".config").expanduser()
-    user = base / "fleet" / INVENTORY_FILENAME
-    return user if user.is_file() else None
+    for candidate in (Path.cwd() / INVENTORY_FILENAME, base / "fleet" / INVENTORY_FILENAME):
+        if candidate.is_file():
+            return candidate
+        if candidate.exists():
+            raise ConfigError("not an inventory file (a directory or special file)",
+                              path=str(candidate))
+    return None
 
 
 def detect_format(source: YamlFile, root: yaml.Node) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ STR_TAG = "tag:yaml.org,2002:str"
 MERGE_TAG = "tag:yaml.org,2002:merge"
 # The most values one raw mapping (`settings`) may hold once its aliases are expanded.
 MAX_VALUES = 100_000
+# A line that is only `[name]`: an INI section header, which YAML cannot follow with plain lines.
+_INI_SECTION = re.compile(r"^\[[^\]\n]+\][ \t]*$", re.MULTILINE)
 # The largest inventory file read (about 200,000 hosts written out one by one); checked with
 # stat() before reading, so a huge file is refused at once instead of exhausting memory.
 MAX_INVENTORY_BYTES = 16 * 1024 * 1024
@@ -76,6 +79,9 @@ class YamlFile:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark is not None else None
             problem = exc.problem or exc.context or "invalid YAML"
+            if _INI_SECTION.search(text):
+                problem += ("; this looks like an INI file (`[group]` sections), and fleet reads "
+                            "YAML: `ansible-inventory -i FILE --list --yaml` converts one")
             raise ConfigError(f"YAML syntax error: {problem}", path=self.path, line=line) from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"YAML error: {exc}", path=self.path) from exc

@@ -359,3 +359,21 @@ def test_a_good_jump_chain_still_loads(tmp_path: Path) -> None:
     path = tmp_path / "inventory.yaml"
     path.write_text("hosts: {a: {address: 10.0.0.1, proxy_jump: 'u@[::1]:2222,b:22'}}\n")
     assert load_inventory(path).hosts[0].proxy_jump == "u@[::1]:2222,b:22"
+
+
+def test_an_ini_inventory_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.ini"
+    path.write_text("[web]\nhost1 ansible_host=10.0.0.1\n\n[db]\nhost2\n")
+    with pytest.raises(ConfigError, match="looks like an INI file") as caught:
+        load_inventory(path)
+    assert "ansible-inventory -i FILE --list --yaml" in str(caught.value)
+
+
+def test_a_directory_where_the_default_inventory_goes_is_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    (tmp_path / "inventory.yaml").mkdir()
+    with pytest.raises(ConfigError, match="not an inventory file") as caught:
+        load_inventory(None)
+    assert caught.value.path == str(tmp_path / "inventory.yaml")
