@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.context import echo_json, global_options, json_option, warn
 from fleet.cli.runner import open_service, run_async
 from fleet.cli.signals import stop_on_signals
 from fleet.render.exit_codes import EXIT_FAILED
@@ -193,6 +193,10 @@ def logs(ctx: click.Context, task_ref: str, follow: bool, lost_after: str) -> in
                                             follow=follow, lost_after_s=lost_after_s)
 
     row = run_async(run)
+    if row.remote_dir is None and not (row.group_kind == "gang" and row.group_id == row.id):
+        why = f": {row.error}" if row.error else ""
+        when = "it never started" if row.is_final else "it has not started yet"
+        warn(f"task {row.id} has no output: {when} ({row.state}{why})")
     if not follow or not row.is_final:
         return 0
     return exit_code_of(row.state, row.exit_code, row.error, timed_out=row.timed_out)

@@ -196,6 +196,9 @@ def test_a_mistake_is_reported_the_same_way_without_sqlalchemy(lab_db: Path) -> 
     assert code == 2 and "array 5 has no index 7" in err and "sqlalchemy" not in loaded
     code, _, err, loaded = _fleet(lab_db.parent, str(lab_db), "logs", "99:1")
     assert code == 2 and "no task with id 99" in err and "sqlalchemy" not in loaded
+    code, out, err, _ = _fleet(lab_db.parent, str(lab_db), "logs", "2")  # failed, never ran
+    assert (code, out) == (0, "")
+    assert "task 2 has no output: it never started (failed: exit code 3)" in err
     for command in (("events",), ("history", "hosts")):
         code, out, err, loaded = _fleet(lab_db.parent, str(lab_db), *command, "--hosts", "gpu9")
         assert (code, out) == (2, ""), command
