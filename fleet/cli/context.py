@@ -59,6 +59,14 @@ def host_option(help_text: str, *, name: str = "pattern",
 HOSTS_HELP = "Comma-separated host names/globs, @group or label:key=value."
 
 
+def not_empty(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback: an option's text as given, refused when given empty (`--python ''` names no
+    program; the inventory refuses the same)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("must not be empty", param=param)
+    return value
+
+
 def output_format_of(options: GlobalOptions, output_format: str | None) -> str:
     """What a command with `--format` prints: that format, else json with --json, else table;
     --json with another --format is a usage error (exit 2), not one of them silently."""

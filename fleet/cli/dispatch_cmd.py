@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from fleet.cli.context import echo_json, global_options, json_option
+from fleet.cli.context import echo_json, global_options, json_option, not_empty
 from fleet.cli.environment_options import environment_options, with_environment
 from fleet.cli.group_options import group_options, with_group
 from fleet.cli.placement_options import PLACEMENT_OPTION_NAMES, placement_options
@@ -31,10 +31,11 @@ if TYPE_CHECKING:
               help="Also upload this file or directory into the task directory; repeatable.")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
               help="Set an environment variable for the task; repeatable.")
-@click.option("--workdir", metavar="PATH", help="Run in this directory on the host "
-              "[default: the task directory].")
-@click.option("--python", metavar="PATH", help="Interpreter to run the script with "
-              "[default: by file type: .py → the host's python, .sh → bash, +x → itself].")
+@click.option("--workdir", metavar="PATH", callback=not_empty,
+              help="Run in this directory on the host [default: the task directory].")
+@click.option("--python", metavar="PATH", callback=not_empty,
+              help="Interpreter to run the script with [default: by file type: .py → the "
+              "host's python, .sh → bash, +x → itself].")
 @click.option("--timeout", metavar="DURATION", help="Kill the task after this wall time "
               "(enforced on the host, also for --detach); exit code 124.")
 @click.option("--grace", default="10s", show_default=True, metavar="DURATION",

@@ -29,9 +29,9 @@ def group_options(command: F) -> F:
         click.option("--same", metavar="LABEL",
                      help="With --nodes: every node shares one value of this host label "
                           "(e.g. rack)."),
-        click.option("--hostfile", default="hostfile", show_default=True, metavar="PATH",
+        click.option("--hostfile", metavar="PATH",
                      help="With --nodes: where the MPI/DeepSpeed hostfile goes, relative to "
-                          "the task directory (FLEET_HOSTFILE)."),
+                          "the task directory (FLEET_HOSTFILE) [default: hostfile]."),
         click.option("--array", metavar="A-B[:STEP][%MAX]",
                      help="Run the script once per index (also 1,3,5-9), at most MAX at once; "
                           "{index} and --array-values keys fill {key} in the arguments."),
@@ -52,7 +52,8 @@ def with_group(request: DispatchRequest, values: dict[str, Any]) -> DispatchRequ
     from fleet.errors import ConfigError
 
     nodes = values.get("nodes")
-    gang_only = [name for name in ("gpus_per_node", "same") if values.get(name) is not None]
+    gang_only = [name for name in ("gpus_per_node", "same", "hostfile")
+                 if values.get(name) is not None]
     if nodes is None:
         if gang_only:
             raise ConfigError(f"--{gang_only[0].replace('_', '-')} needs --nodes")

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleet.cli.context import HOSTS_HELP, echo_json, global_options, host_option, json_option
+from fleet.cli.context import (
+    HOSTS_HELP,
+    echo_json,
+    global_options,
+    host_option,
+    json_option,
+    not_empty,
+)
 from fleet.cli.runner import run_async
 from fleet.render.exit_codes import EXIT_FAILED, EXIT_HOST_FAILED
 
@@ -28,7 +35,8 @@ def _is_script(word: str) -> bool:
               help="How many hosts to run on at once.")
 @click.option("--timeout", default="60s", show_default=True, metavar="DURATION",
               help="Deadline per host for the command (plus the connect timeout).")
-@click.option("--python", metavar="PATH", help="Interpreter for a script [default: by file "
+@click.option("--python", metavar="PATH", callback=not_empty,
+              help="Interpreter for a script [default: by file "
               "type: .py → the host's python, .sh → bash, +x → itself].")
 @click.option("--shell", "force_shell", is_flag=True,
               help="Treat the first word as a remote command even if a local file has its name.")

@@ -108,3 +108,19 @@ async def test_json_and_another_format_is_a_usage_error(fleet_cli: FleetCli) -> 
         assert "--json and --format table ask for different output" in result.stderr
         agreed = await fleet_cli.run(*args, "--json", "--format", "json")
         assert agreed.returncode == 0 and agreed.stdout.startswith("{"), (args, agreed.stderr)
+
+
+async def test_options_that_mean_nothing_alone_or_empty_are_usage_errors(
+        fleet_cli: FleetCli) -> None:
+    script = fleet_cli.home / "ok.py"
+    script.write_text("print(1)\n")
+    cases = {
+        ("dispatch", "--python", "", str(script)): "'--python': must not be empty",
+        ("dispatch", "--workdir", " ", str(script)): "'--workdir': must not be empty",
+        ("run", "--python", "", "--", "true"): "'--python': must not be empty",
+        ("dispatch", "--hostfile", "hosts.txt", str(script)): "--hostfile needs --nodes",
+    }
+    for args, words in cases.items():
+        result = await fleet_cli.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert words in result.stderr, (args, result.stderr)
