@@ -39,7 +39,9 @@ _BRACKETED = re.compile(r"\[[^\]]*\]")
 
 
 def looks_like_ansible(source: YamlFile, root: yaml.Node) -> bool:
-    """Whether a top level reads as Ansible groups: `all`, or only group bodies."""
+    """Whether a top level reads as Ansible groups: `all`, or only group bodies (mappings
+    with a `hosts`, `children` or `vars` key: a misspelt key beside them is then reported as
+    the group's, not the whole group as an unknown fleet key)."""
     if not isinstance(root, yaml.MappingNode):
         return False
     entries = source.mapping(root, "the inventory's top level")
@@ -49,10 +51,10 @@ def looks_like_ansible(source: YamlFile, root: yaml.Node) -> bool:
 
 
 def _is_group_body(node: yaml.Node) -> bool:
-    """A non-empty mapping whose keys are all Ansible group keys."""
-    if not isinstance(node, yaml.MappingNode) or not node.value:
+    """A mapping with at least one Ansible group key."""
+    if not isinstance(node, yaml.MappingNode):
         return False
-    return all(
+    return any(
         isinstance(key, yaml.ScalarNode) and key.value in GROUP_KEYS for key, _ in node.value
     )
 

@@ -377,3 +377,11 @@ def test_a_directory_where_the_default_inventory_goes_is_an_error(
     with pytest.raises(ConfigError, match="not an inventory file") as caught:
         load_inventory(None)
     assert caught.value.path == str(tmp_path / "inventory.yaml")
+
+
+def test_a_misspelt_key_in_an_ansible_group_is_named_in_its_group(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text("webservers:\n  hosts:\n    a: {ansible_host: 10.0.0.1}\n  varz: {x: 1}\n")
+    with pytest.raises(ConfigError, match="unknown key 'varz' in group 'webservers'") as caught:
+        load_inventory(path)
+    assert "did you mean 'vars'?" in str(caught.value) and caught.value.line == 4
