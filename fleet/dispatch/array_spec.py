@@ -90,6 +90,8 @@ def read_values(path: Path, size: int) -> list[dict[str, str]]:
             key, sep, value = word.partition("=")
             if not sep or not _KEY.fullmatch(key):
                 raise ConfigError(f"{path}:{number}: {word!r} is not key=value")
+            if key in row:  # which of the two was meant cannot be guessed
+                raise ConfigError(f"{path}:{number}: {key!r} is given twice")
             row[key] = value
         values.append(row)
     if len(values) != size:
