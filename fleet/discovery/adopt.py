@@ -59,7 +59,9 @@ def parse_endpoint(text: str) -> tuple[str, int] | None:
     value = text.strip()
     port = 22
     if value.startswith("["):
-        host, _, rest = value[1:].partition("]")
+        host, closed, rest = value[1:].partition("]")
+        if not closed:
+            raise ConfigError(f"{text!r}: an address in brackets needs its closing ']'")
         if rest and not rest.startswith(":"):
             return None
         address, port_text = host, rest[1:] if rest else ""

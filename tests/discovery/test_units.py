@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,14 @@ def test_append_refuses_a_name_that_breaks_the_inventory(tmp_path: Path) -> None
 ])
 def test_parse_endpoint(text: str, expected: tuple[str, int] | None) -> None:
     assert parse_endpoint(text) == expected
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[::1", "needs its closing ']'"), ("10.0.0.7:0", "port must be 1-65535"),
+])
+def test_a_malformed_endpoint_is_refused(text: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        parse_endpoint(text)
 
 
 def test_host_names_from_hostile_announcements() -> None:
