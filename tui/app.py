@@ -83,6 +83,7 @@ class FleetApp(App[None]):
         self.clock = clock
         self.snapshot: FleetSnapshot | None = None
         self.snapshots_seen = 0
+        self.watch_failure: str | None = None  # why no snapshot will come, once watching failed
         self.first_frame_at: float | None = None
         self._watch = watch_snapshots
 
@@ -97,7 +98,11 @@ class FleetApp(App[None]):
             async for snapshot in self.service.watch():
                 self.post_message(SnapshotArrived(snapshot))
         except FleetError as exc:
+            self.watch_failure = f"not watching the fleet: {exc}"
             self.post_message(ServiceFailed("watch the fleet", str(exc)))
+            screen = self.screen
+            if isinstance(screen, FleetScreen):  # the toast goes; the reason stays on screen
+                screen.show_watch_failure(self.watch_failure)
 
     @on(SnapshotArrived)
     def snapshot_arrived(self, message: SnapshotArrived) -> None:

@@ -3,12 +3,15 @@ dispatch (with preview) and adopt (with fingerprint confirmation); errors shown,
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from textual.widgets import Button, Footer, Input, Log, Static
 from textual.widgets._footer import FooterKey
 
 from fleet.errors import ConfigError, StorageError
 from fleet.placement.request import MemorySize
+from fleet.snapshot import FleetSnapshot
 from tests.tui.conftest import settle
 from tests.tui.fake_service import NOW, FakeService
 from tui.app import FleetApp
@@ -272,3 +275,22 @@ async def test_after_a_submit_the_new_tasks_log_opens(app: FleetApp, fake: FakeS
         lines = screen.query_one("#task-log", Log).lines
         assert lines and all(line.startswith("[task 40]") for line in lines)
         assert screen.query_one(KeyedTable).selected_key == "40"
+
+
+class NoHosts(FakeService):
+    async def watch(self) -> AsyncIterator[FleetSnapshot]:
+        raise ConfigError("no hosts to monitor: the inventory lists none and none are adopted")
+        yield  # an async generator, as the real watch()
+
+
+async def test_why_no_fleet_is_shown_stays_on_the_overview() -> None:
+    app = FleetApp(NoHosts(), clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        summary = str(app.screen.query_one("#summary", Static).render())
+        assert "not watching the fleet: no hosts to monitor" in summary
+        await pilot.press("t", "f")  # away and back: the reason is still there, toast or not
+        await settle(pilot)
+        assert isinstance(app.screen, OverviewScreen)
+        summary = str(app.screen.query_one("#summary", Static).render())
+        assert "not watching the fleet: no hosts to monitor" in summary

@@ -42,10 +42,15 @@ class FleetScreen(Screen[None]):
     def refresh_data(self) -> None:
         """Reload what the screen lists (after an action changed it)."""
 
+    def show_watch_failure(self, reason: str) -> None:
+        """Say, where the screen shows live data, why none will come."""
+
     def on_screen_resume(self) -> None:
         snapshot = self.fleet_app.snapshot
         if snapshot is not None:
             self.show_snapshot(snapshot)
+        elif self.fleet_app.watch_failure is not None:
+            self.show_watch_failure(self.fleet_app.watch_failure)
 
     def perform(self, action: str, call: Callable[[], Awaitable[object]], done: str) -> None:
         """Run a service call in a worker; report `done` or the error as a message."""

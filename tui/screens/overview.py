@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -34,7 +35,7 @@ class OverviewScreen(FleetScreen):
     _summary: tuple[str, str, str] = ("", "", "")  # the summary line last shown: markup, values
 
     def compose(self) -> ComposeResult:
-        yield Static(id="summary")
+        yield Static("waiting for the fleet's first readings…", id="summary")
         yield FleetTable(id="fleet-table")
         yield Input(placeholder="filter: name  gpu*  @group  label:key=value  state:down  (Enter)",
                     id="filter")
@@ -52,6 +53,9 @@ class OverviewScreen(FleetScreen):
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:
         self.table.apply(snapshot, self.now())
         self._summarise(snapshot)
+
+    def show_watch_failure(self, reason: str) -> None:
+        self.query_one("#summary", Static).update(Text(reason, style="bold red"))
 
     def _redraw(self) -> None:
         snapshot = self.fleet_app.snapshot
