@@ -15,17 +15,7 @@ from db.engine import open_database, open_read_only, resolve_database_url
 from db.errors import DatabaseError, InvalidDatabaseUrl, ReadOnlyDatabase
 from db.pg_maintenance import backup_postgresql
 from db.sqlite import prepare_sqlite_file, sqlite_url
-
-
-def listing(directory: Path) -> dict[str, tuple[str, int]]:
-    """Every entry under `directory`: its kind and permission bits (symbolic links not followed)."""
-    found = {}
-    for path in sorted(directory.rglob("*")):
-        info = path.lstat()
-        kind = ("link" if stat.S_ISLNK(info.st_mode) else "fifo" if stat.S_ISFIFO(info.st_mode)
-                else "dir" if stat.S_ISDIR(info.st_mode) else "file")
-        found[str(path.relative_to(directory))] = (kind, stat.S_IMODE(info.st_mode))
-    return found
+from tests.fixtures.disk_listing import listing
 
 
 @pytest.fixture

@@ -10,20 +10,10 @@ from pathlib import Path
 
 from db.engine import open_database
 from tests.cli.conftest import FleetCli
+from tests.fixtures.disk_listing import listing
 
 EXIT_BAD_INPUT = 2
 EXIT_STORAGE = 4
-
-
-def listing(directory: Path) -> dict[str, tuple[str, int]]:
-    """Every entry under `directory`: its kind and permission bits (symbolic links not followed)."""
-    found = {}
-    for path in sorted(directory.rglob("*")):
-        info = path.lstat()
-        kind = ("link" if stat.S_ISLNK(info.st_mode) else "fifo" if stat.S_ISFIFO(info.st_mode)
-                else "dir" if stat.S_ISDIR(info.st_mode) else "file")
-        found[str(path.relative_to(directory))] = (kind, stat.S_IMODE(info.st_mode))
-    return found
 
 
 def assert_no_traceback(stderr: str) -> None:
