@@ -126,19 +126,25 @@ async def test_filters_are_shown_as_typed() -> None:
         assert "filter (/): [/]  ·" in shown(app.screen.query_one("#events-title", Static))
 
 
+async def preview_with(pilot: Pilot[None], app: FleetApp, field: str, typed: str) -> str:
+    """The dispatch dialog's preview after typing `typed` into `field` (opened if need be)."""
+    if not isinstance(app.screen, DispatchScreen):
+        await pilot.press("d")
+        await settle(pilot)
+    dialog = app.screen
+    assert isinstance(dialog, DispatchScreen)
+    dialog.query_one(field, Input).value = typed
+    dialog.query_one(field, Input).focus()
+    await pilot.press("enter")
+    await settle(pilot)
+    return shown(dialog.query_one("#preview", Static))
+
+
 async def test_an_error_naming_typed_text_is_a_notification_not_a_crash() -> None:
     app = FleetApp(HostileService(), clock=lambda: NOW)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
-        dialog = app.screen
-        assert isinstance(dialog, DispatchScreen)
-        dialog.query_one("#hosts", Input).value = "[/]"
-        dialog.query_one("#hosts", Input).focus()
-        await pilot.press("enter")
-        await settle(pilot)
-        assert "no host matches '[/]'" in shown(dialog.query_one("#preview", Static))
+        assert "no host matches '[/]'" in await preview_with(pilot, app, "#hosts", "[/]")
         assert any("no host matches '[/]'" in n.message for n in app._notifications)
     assert app.return_code in (None, 0)
 
@@ -147,14 +153,6 @@ async def test_the_gpu_count_is_checked_as_placement_checks_it() -> None:
     app = FleetApp(FakeService(), clock=lambda: NOW)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
-        dialog = app.screen
-        assert isinstance(dialog, DispatchScreen)
         for typed in ("-", "0", "-1"):
-            dialog.query_one("#gpus", Input).value = typed
-            dialog.query_one("#gpus", Input).focus()
-            await pilot.press("enter")
-            await settle(pilot)
             assert (f"GPUs must be a whole number of at least 1, not {typed!r}"
-                    in shown(dialog.query_one("#preview", Static)))
+                    in await preview_with(pilot, app, "#gpus", typed))
