@@ -152,7 +152,8 @@ async def resolve_task(service: Service, text: str) -> int:
             return member.id
     if not any(member.group_kind == "array" for member in members):
         await service.task(task_id)  # ConfigError (exit 2) when there is no such task at all
-        raise ConfigError(f"{text}: task {task_id} is not an array")
+        kind = f"a {members[0].group_kind}" if members and members[0].group_kind else "one task"
+        raise ConfigError(f"{text}: task {task_id} is {kind}, not an array (ARRAY:INDEX)")
     raise ConfigError(f"{text}: array {task_id} has no index {index} (see `fleet tasks "
                       "--expand`)")
 

@@ -69,7 +69,7 @@ async def test_unknown_or_malformed_ids_and_mixed_options_exit_2(fleet_cli: Flee
     ids = _seed(fleet_cli)
     for args, message in ((["tasks", "4242"], "no task with id 4242"),
                           (["tasks", "x1"], "is not a task id"),
-                          (["tasks", f"{ids['rank0']}:7"], "has no index 7"),
+                          (["tasks", f"{ids['rank0']}:7"], "is a gang, not an array"),
                           (["tasks", "--all", str(ids["single"])], "take no --state")):
         result = await fleet_cli.run(*args)
         assert result.returncode == 2, (args, result.stderr)
