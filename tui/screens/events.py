@@ -19,8 +19,8 @@ from tui.screens.event_detail import EventDetailScreen
 from tui.service import EventView
 from tui.widgets.keyed_table import KeyedTable
 
-EVENT_COLUMNS = (("time", "Time", 8), ("severity", "Severity", 8), ("kind", "Kind", 16),
-                 ("host", "Host", 14), ("message", "Message", 60))
+EVENT_COLUMNS = (("time", "Time", 8), ("severity", "Severity", 8), ("kind", "Kind", 22),
+                 ("host", "Host", 14), ("message", "Message", 40))
 SEVERITIES = ("info", "warning", "error", "critical")
 SEVERITY_STYLES = {"info": "", "warning": "yellow", "error": "bold red", "critical": "bold red"}
 REFRESH_S = 3.0
@@ -42,7 +42,7 @@ class EventsScreen(FleetScreen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="events-title")
-        yield KeyedTable(EVENT_COLUMNS, id="events")
+        yield KeyedTable(EVENT_COLUMNS, id="events", fill="message")
         yield Input(placeholder="filter events: text in kind, host or message (Enter)",
                     id="events-filter")
         yield Footer()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from textual import events
 from textual._two_way_dict import TwoWayDict
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
@@ -14,16 +15,46 @@ Row = tuple[object, ...]
 
 
 class KeyedTable(DataTable[object]):
-    """Rows keyed by a stable string; `sync()` adds, removes and rewrites changed cells only."""
+    """Rows keyed by a stable string; `sync()` adds, removes and rewrites changed cells only.
 
-    def __init__(self, columns: Sequence[tuple[str, str, int]], *, id: str | None = None
-                 ) -> None:
+    `fill` names a column (the last, a message) that takes the width the others leave, never
+    less than its own: long text is cut at the screen's edge, not 40 columns before it.
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, str, int]], *, id: str | None = None,
+                 fill: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.column_spec = tuple(columns)
+        self.fill = fill
         self.rows_by_key: dict[str, Row] = {}
+        self._widths: tuple[int, ...] = ()
 
     def on_mount(self) -> None:
-        for key, label, width in self.column_spec:
+        self._set_columns(self._column_widths(self.size.width or self.app.size.width))
+
+    def on_resize(self, event: events.Resize) -> None:
+        widths = self._column_widths(event.size.width)
+        if widths != self._widths:  # the fill column's width changed: columns and rows again
+            selected = self.selected_key
+            self.clear(columns=True)
+            self._set_columns(widths)
+            for key, cells in self.rows_by_key.items():
+                self.add_row(*(safe_cell(cell) for cell in cells), key=key)
+            if selected is not None:
+                self.move_cursor(row=list(self.rows_by_key).index(selected))
+
+    def _column_widths(self, table_width: int) -> tuple[int, ...]:
+        widths = [width for _, _, width in self.column_spec]
+        if self.fill is not None:
+            index = [key for key, _, _ in self.column_spec].index(self.fill)
+            padding = 2 * self.cell_padding * len(widths) + 2  # and the vertical scrollbar
+            left = table_width - padding - (sum(widths) - widths[index])
+            widths[index] = max(widths[index], left)
+        return tuple(widths)
+
+    def _set_columns(self, widths: tuple[int, ...]) -> None:
+        self._widths = widths
+        for (key, label, _), width in zip(self.column_spec, widths, strict=True):
             self.add_column(label, width=width, key=key)
 
     @property
