@@ -152,3 +152,23 @@ async def test_a_new_event_appears_at_the_top() -> None:
         table = screen.query_one(KeyedTable)
         assert str(table.get_row_at(0)[-1]) == "atlas is back"
         assert str(table.get_row_at(1)[2]) == "hook_failed"
+
+
+async def test_the_message_column_takes_the_width_the_others_leave() -> None:
+    app = FleetApp(FakeService(), clock=lambda: NOW)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        table = app.screen.query_one(KeyedTable)
+        widths = {key.value: column.width for key, column in table.columns.items()}
+        assert widths["message"] == 160 - 2 - 2 * 5 - sum(
+            width for key, width in widths.items() if key != "message")
+        assert widths["kind"] >= len("driver_version_changed")
+        await pilot.press("down", "down")
+        chosen, rows = table.selected_key, table.row_count
+        await pilot.resize_terminal(100, 30)
+        await settle(pilot)
+        narrow = {key.value: column.width for key, column in table.columns.items()}
+        assert narrow["message"] == 40 and table.row_count == rows  # its own width at least
+        assert table.selected_key == chosen
