@@ -9,6 +9,7 @@ import click
 
 from fleet.cli.context import echo_json, global_options, host_option, json_option
 from fleet.cli.runner import open_service, run_async
+from fleet.probe.limits import MAX_INT
 
 if TYPE_CHECKING:
     from fleet.records import EventView, Severity
@@ -24,8 +25,8 @@ SEVERITY_CHOICES = ("info", "warning", "error", "critical")
               help="This severity and worse.")
 @host_option("Only events about this host.", name="host", metavar="NAME")
 @click.option("--kind", metavar="KIND", help="Event kind, or a glob like 'gpu_*'.")
-@click.option("--limit", type=click.IntRange(1), default=100, show_default=True, metavar="N",
-              help="At most the newest N events.")
+@click.option("--limit", type=click.IntRange(1, MAX_INT), default=100, show_default=True,
+              metavar="N", help="At most the newest N events.")
 @json_option
 @click.pass_context
 def events(ctx: click.Context, since: str, until: str | None, severity: str | None,

@@ -17,6 +17,7 @@ from fleet.cli.context import (
 )
 from fleet.cli.history_hosts_cmd import history_hosts
 from fleet.cli.runner import open_service, run_async
+from fleet.probe.limits import MAX_INT
 
 if TYPE_CHECKING:
     from fleet.records import GpuHistoryPoint
@@ -38,7 +39,7 @@ history.add_command(history_hosts)
 @click.option("--until", default="now", show_default=True, metavar="TIME", help="End time.")
 @click.option("--bucket", metavar="DURATION",
               help="Aggregate per bucket (e.g. 1m, 1h): averages and maxima.")
-@click.option("--limit", type=click.IntRange(1), metavar="N", help="At most N rows.")
+@click.option("--limit", type=click.IntRange(1, MAX_INT), metavar="N", help="At most N rows.")
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
               default=None, help="Output format [default: table, or json with --json].")
 @json_option

@@ -16,6 +16,7 @@ from fleet.cli.context import (
     output_format_of,
 )
 from fleet.cli.runner import open_service, run_async
+from fleet.probe.limits import MAX_INT
 
 if TYPE_CHECKING:
     from fleet.records import HostHistoryPoint
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 @click.option("--until", default="now", show_default=True, metavar="TIME", help="End time.")
 @click.option("--bucket", metavar="DURATION",
               help="Aggregate per bucket (e.g. 1m, 1h): averages, maxima, network rates.")
-@click.option("--limit", type=click.IntRange(1), metavar="N", help="At most N rows.")
+@click.option("--limit", type=click.IntRange(1, MAX_INT), metavar="N", help="At most N rows.")
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
               default=None, help="Output format [default: table, or json with --json].")
 @json_option

@@ -44,6 +44,15 @@ def render_hosts(specs: Sequence[HostSpec]) -> str:
     return render_table(HOST_COLUMNS, rows)
 
 
+def _state_text(row: HostRow | None) -> str:
+    """A host's recorded state, and its drain (with the reason given) when it is drained."""
+    if row is None:
+        return "unknown"
+    if not row.drained:
+        return row.state
+    return f"{row.state}, drained" + (f": {row.drain_reason}" if row.drain_reason else "")
+
+
 @click.command()
 @host_option(HOSTS_HELP)
 @json_option
@@ -73,6 +82,8 @@ def hosts(ctx: click.Context, pattern: str | None) -> int:
             row = known.get(spec.key)
             item["state"] = row.state if row else "unknown"
             item["state_reason"] = row.state_reason if row else None
+            item["drained"] = row.drained if row else False
+            item["drain_reason"] = row.drain_reason if row else None
             item["gpu_count"] = row.gpu_count if row else None
             item["last_seen"] = row.last_seen if row else None
         echo_json({"hosts": data})
@@ -84,7 +95,7 @@ def hosts(ctx: click.Context, pattern: str | None) -> int:
         table.append([
             spec.name, spec.address, spec.port, spec.user, spec.connection,
             ",".join(spec.groups) or None, ",".join(f"{k}={v}" for k, v in spec.labels) or None,
-            row.state if row else "unknown", row.gpu_count if row else None,
+            _state_text(row), row.gpu_count if row else None,
             format_time(row.last_seen) if row and row.last_seen else None,
         ])
     click.echo(render_table(columns, table))

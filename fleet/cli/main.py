@@ -14,7 +14,7 @@ import click
 from fleet import __version__
 from fleet.cli.context import GlobalOptions
 from fleet.errors import FleetError
-from fleet.render.exit_codes import EXIT_INTERRUPTED, render_exit_codes
+from fleet.render.exit_codes import EXIT_BAD_INPUT, EXIT_INTERRUPTED, render_exit_codes
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -130,6 +130,11 @@ def cli(ctx: click.Context, db_url: str | None, inventory_path: Path | None, as_
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; FleetErrors become a message on stderr and their documented exit code."""
+    undecodable = _undecodable_argument(sys.argv[1:] if argv is None else argv)
+    if undecodable is not None:
+        click.echo(f"fleet: error: argument {undecodable} is not UTF-8 text; fleet records and "
+                   "sends names, arguments and patterns as text", err=True)
+        return EXIT_BAD_INPUT
     try:
         result = cli.main(args=argv, prog_name="fleet", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -153,6 +158,17 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("fleet: interrupted", err=True)
         return EXIT_INTERRUPTED
     return result if isinstance(result, int) else 0
+
+
+def _undecodable_argument(args: list[str]) -> str | None:
+    """The first argument holding bytes that are not UTF-8 (Python keeps them as surrogate
+    escapes), shown with its position, or None: such text can be stored in neither database
+    nor sent to a server, so it is refused here, the same in every mode."""
+    for position, arg in enumerate(args, start=1):
+        if any("\udc80" <= char <= "\udcff" for char in arg):
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return f"{position} ('{shown}')"
+    return None
 
 
 def _show_usage_error(exc: click.UsageError) -> None:

@@ -91,6 +91,8 @@ async def test_values_out_of_range_are_bad_input_not_tracebacks(fleet_cli: Fleet
         ("events", "--since", "0001-01-01"): "outside 1970-01-01 .. 9999-12-31",
         ("history", "gpus", "--until", "9" * 20): "outside 1970-01-01 .. 9999-12-31",
         ("usage", "--since", "9999999999999d"): "longer than a century",
+        ("events", "--limit", huge): "--limit",
+        ("history", "hosts", "--limit", huge): "--limit",
         ("reserve", "--for", "nan"): "a duration is a finite number of seconds",
         ("status", "--timeout", "inf"): "a duration is a finite number of seconds",
         ("inventory", "check"): f"{inventory}:5: monitor.interval must be a finite number",
@@ -124,3 +126,12 @@ async def test_options_that_mean_nothing_alone_or_empty_are_usage_errors(
         result = await fleet_cli.run(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert words in result.stderr, (args, result.stderr)
+
+
+async def test_arguments_that_are_not_utf8_are_refused_before_anything_runs(
+        fleet_cli: FleetCli) -> None:
+    for args in (["status", "--hosts", "\udcff\udcfe"], ["events", "--kind", "x\udcff"],
+                 ["drain", "a\udcff", "--reason", "x"]):
+        result = await fleet_cli.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "is not UTF-8 text" in result.stderr and "Traceback" not in result.stderr

@@ -314,3 +314,17 @@ def test_history_of_an_unknown_gpu_is_an_error_without_sqlalchemy(history_db: Pa
                                     "--gpu", "gpu01:7")
     assert (code, out) == (2, "")
     assert "host 'gpu01' has no GPU 7 (known: 0, 1)" in err and "sqlalchemy" not in loaded
+
+
+def test_hosts_shows_a_drain_and_its_reason(lab_db: Path) -> None:
+    home = lab_db.parent
+    (home / "inventory.yaml").write_text(
+        "hosts:\n  gpu01: {address: 10.0.0.1}\n  gpu02: {address: 10.0.0.2, port: 2222}\n")
+    code, _, err, _ = _fleet(home, str(lab_db), "drain", "gpu01", "--reason", "fan swap")
+    assert code == 0, err
+    code, out, err, _ = _fleet(home, str(lab_db), "hosts")
+    assert code == 0 and "drained: fan swap" in out, (out, err)
+    code, out, _, _ = _fleet(home, str(lab_db), "--json", "hosts")
+    shown = {host["name"]: (host["drained"], host["drain_reason"])
+             for host in json.loads(out)["hosts"]}
+    assert shown == {"gpu01": (True, "fan swap"), "gpu02": (False, None)}
