@@ -9,6 +9,7 @@
     │   ├── HostKeyRejected     unknown (without --accept-new) or changed host key
     │   └── ProbeError          the probe ran but its output was missing or malformed
     ├── DispatchError           a task could not be placed, started or followed
+    │   ├── LeftQueue           a waiting task was cancelled (exit code 130) or ended meanwhile
     │   └── NoPlacement         no host has enough GPUs matching the request (exit code 7)
     ├── AllocationConflict      a GPU is already actively allocated
     ├── PermissionDenied        the caller (through `fleet serve`) may not do this (exit code 8)
@@ -84,6 +85,15 @@ class DispatchError(FleetError):
     """A task could not be placed, started or followed."""
 
     exit_code = 5
+
+
+class LeftQueue(DispatchError):
+    """A waiting task stopped being queued under its waiter: cancelled (exit code 130, as a
+    cancelled task's dispatch exits) or ended by another process (exit code 5)."""
+
+    def __init__(self, message: str, *, cancelled: bool) -> None:
+        self.exit_code = 130 if cancelled else 5
+        super().__init__(message)
 
 
 class NoPlacement(DispatchError):

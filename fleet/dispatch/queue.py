@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 
 from fleet.dispatch import records
 from fleet.dispatch.fair_share import QueueSettings
-from fleet.errors import AllocationConflict, ConfigError, DispatchError, NoPlacement
+from fleet.errors import (
+    AllocationConflict,
+    ConfigError,
+    DispatchError,
+    LeftQueue,
+    NoPlacement,
+)
 from fleet.placement.limits import LimitReached
 
 if TYPE_CHECKING:
@@ -55,6 +61,7 @@ class QueuePlace:
     ahead: list[PlacementRequest]
     why: str
     held: dict[str, int]
+    left_as: str | None = None  # the task's state once it is no longer queued (cancelled…)
 
 
 # (owner, GPUs they hold, GPUs the task asks for) → whether a limit holds the task back
@@ -90,6 +97,9 @@ def _place_in_queue(context: FleetContext, task_id: int, settings: QueueSettings
         order = queue_order(queued, usage)
         position = next((i for i, task in enumerate(order) if task.id == task_id), len(order))
         reader = SessionReader(session)
+        if position == len(order):  # not queued: cancelled (or ended) by another process
+            mine = get_task(reader, task_id)
+            return QueuePlace([], "", {}, left_as=mine.state if mine else "gone")
         rows = [get_task(reader, task.id) for task in order[:position]]
         held = held_by_owners(session, sorted({task.owner for task in queued}))
     requests = []
@@ -241,6 +251,9 @@ async def wait_and_claim_nodes(
         allocations = await placement.active_allocations()
         standing = await asyncio.to_thread(_place_in_queue, context, task_id, queue_settings,
                                            held_back)
+        if standing.left_as is not None:
+            raise LeftQueue(f"task {task_id} left the queue while it waited: {standing.left_as}",
+                            cancelled=standing.left_as == "cancelled")
         ahead = standing.ahead
         now = time.time()
         result = place(request, candidates, allocations, now)

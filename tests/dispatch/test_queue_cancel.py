@@ -1,0 +1,37 @@
+"""A `fleet dispatch --wait` whose queued task is cancelled from elsewhere stops waiting."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from tests.dispatch.conftest import DispatchLab
+from tests.dispatch.test_dispatch_cli import _script, _tasks
+
+LabFactory = Callable[..., Awaitable[DispatchLab]]
+
+
+async def test_a_waiter_whose_task_is_cancelled_exits_130(dispatch_lab: LabFactory) -> None:
+    lab = await dispatch_lab(1)  # one host, one GPU
+    hold = _script(lab, "hold.py", "import time\ntime.sleep(120)\n")
+    first = await lab.cli.run("--json", "dispatch", "--detach", str(hold))
+    assert first.returncode == 0, first.stderr
+    waiter = await lab.spawn("dispatch", "--wait", "--queue-timeout", "5m", str(hold))
+    try:
+        queued: list[dict[str, object]] = []
+        for _ in range(100):  # until the waiter's task is recorded as queued (≤ 20 s)
+            queued = [task for task in await _tasks(lab) if task["state"] == "queued"]
+            if queued:
+                break
+            await asyncio.sleep(0.2)
+        assert len(queued) == 1, await _tasks(lab)
+        cancelled = await lab.cli.run("cancel", str(queued[0]["id"]))
+        assert cancelled.returncode == 0, cancelled.stderr
+        _, stderr = await asyncio.wait_for(waiter.communicate(), 60)
+        assert waiter.returncode == 130, stderr.decode()
+        assert b"left the queue while it waited: cancelled" in stderr
+    finally:
+        if waiter.returncode is None:
+            waiter.kill()
+            await waiter.wait()
+        lab.kill_tasks()
