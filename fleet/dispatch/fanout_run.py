@@ -72,7 +72,7 @@ async def _run_script(host: TaskHost, command: RunCommand, timeout_s: float) -> 
     try:
         sftp = await host.sftp()
         target = f"{run_dir}/{command.script.name}"
-        await sftp.put(str(command.script), target)
+        await sftp.put(str(command.script), target, follow_symlinks=True)  # the file, not a link
         await sftp.chmod(target, 0o700)
         argv = [*choose_interpreter(command.script, host.spec.python, command.python),
                 target, *command.args]

@@ -161,7 +161,9 @@ class TaskHost:
                 if item.local is None:
                     await sftp.mkdir(target, asyncssh.SFTPAttrs(permissions=0o700))
                     continue
-                await sftp.put(str(item.local), target)
+                # A symbolic link is sent as the file it names: as a link it would name a path
+                # on the host, outside the task directory, whose mode the chmod below changed.
+                await sftp.put(str(item.local), target, follow_symlinks=True)
                 mode = item.local.stat().st_mode
                 await sftp.chmod(target, stat.S_IMODE(mode) & 0o700 | 0o600)
             wrapper = f"{task_dir}/{CONTROL_DIR}/wrapper.sh"
