@@ -75,7 +75,7 @@ def check_hostfile_path(path: str) -> str:
     the task directory or land in fleet's control directory."""
     pure = PurePosixPath(path)
     if (not path or "\0" in path or pure.is_absolute() or ".." in pure.parts
-            or pure.parts[0] in (CONTROL_DIR, ".")):
+            or not pure.parts or pure.parts[0] in (CONTROL_DIR, ".")):  # `.`: no parts at all
         raise ConfigError(f"--hostfile {path!r}: must be a relative path inside the task "
                           "directory (no '..', not absolute, not under .fleet)")
     return pure.as_posix()

@@ -129,6 +129,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
     (("--nodes", "0"), (), "--nodes"),
     (("--nodes", "3"), (), "fleet manages only 2 host(s)"),
     (("--nodes", "2", "--hostfile", "../escape"), (), "must be a relative path inside the task"),
+    (("--nodes", "2", "--hostfile", "."), (), "must be a relative path inside the task"),
     (("--nodes", "2", "--env", "MASTER_PORT=1"), (), "fleet sets this for every node of a gang"),
     (("--gpus-per-node", "2"), (), "--gpus-per-node needs --nodes"),
     (("--nodes", "2", "--array", "0-1"), (), "do not go together"),
