@@ -62,11 +62,14 @@ def run(ctx: click.Context, pattern: str | None, fanout: int, timeout: str, pyth
       fleet run --json -- uptime | jq '.hosts[] | select(.exit_status != 0)'
     """
     from fleet.dispatch.fanout_run import RunCommand, render_folded, results_to_json
+    from fleet.errors import ConfigError
     from fleet.service import open as open_fleet
     from fleet.timeparse import parse_duration
 
     options = global_options(ctx)
     timeout_s = parse_duration(timeout, what="--timeout")
+    if timeout_s <= 0:  # 0 meant no deadline at all, which --timeout exists to prevent
+        raise ConfigError("--timeout must be positive")
     if not force_shell and _is_script(words[0]):
         command = RunCommand(script=Path(words[0]), args=tuple(words[1:]), python=python)
     else:

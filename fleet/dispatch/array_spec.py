@@ -92,6 +92,9 @@ def read_values(path: Path, size: int) -> list[dict[str, str]]:
                 raise ConfigError(f"{path}:{number}: {word!r} is not key=value")
             if key in row:  # which of the two was meant cannot be guessed
                 raise ConfigError(f"{path}:{number}: {key!r} is given twice")
+            if key == "index":  # {index} is the member's own index
+                raise ConfigError(f"{path}:{number}: 'index' is the array index itself; "
+                                  "give the value another name")
             row[key] = value
         values.append(row)
     if len(values) != size:

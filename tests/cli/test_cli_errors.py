@@ -121,6 +121,7 @@ async def test_options_that_mean_nothing_alone_or_empty_are_usage_errors(
         ("dispatch", "--workdir", " ", str(script)): "'--workdir': must not be empty",
         ("run", "--python", "", "--", "true"): "'--python': must not be empty",
         ("dispatch", "--hostfile", "hosts.txt", str(script)): "--hostfile needs --nodes",
+        ("run", "--timeout", "0s", "--", "true"): "--timeout must be positive",
     }
     for args, words in cases.items():
         result = await fleet_cli.run(*args)

@@ -58,6 +58,9 @@ def test_values_file(tmp_path: Path) -> None:
     path.write_text("lr 1e-3\n")
     with pytest.raises(ConfigError, match=f"{path}:1: 'lr' is not key=value"):
         read_values(path, 1)
+    path.write_text("index=5\n")
+    with pytest.raises(ConfigError, match=f"{path}:1: 'index' is the array index itself"):
+        read_values(path, 1)
     path.write_text("lr=1 lr=2\n")
     with pytest.raises(ConfigError, match=f"{path}:1: 'lr' is given twice"):
         read_values(path, 1)
