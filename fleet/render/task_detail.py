@@ -8,19 +8,21 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.render.table import format_bytes
 from fleet.render.tasks import format_duration, render_tasks, task_duration
+from fleet.textsafe import safe_text
 from fleet.timeparse import format_time
 
 if TYPE_CHECKING:
     from db.rows import TaskRow
 
 LABEL_WIDTH = 13
+SHOWN_MAX_CHARS = 100_000  # a value is shown whole; only control characters are replaced
 
 
 def render_task_detail(row: TaskRow, members: Sequence[TaskRow]) -> str:
     """`row` as labelled lines (facts not recorded are left out), then its group's table."""
     code = "" if row.exit_code is None else f", exit code {row.exit_code}"
     timed_out = ", timed out" if row.timed_out else ""
-    lines = [f"task {row.id}: {row.name} — {row.state}{code}{timed_out}"]
+    lines = [f"task {row.id}: {_shown(row.name)} — {row.state}{code}{timed_out}"]
     gpus = ", ".join(f"{gpu.idx} ({gpu.uuid})" if gpu.uuid else str(gpu.idx)
                      for gpu in row.gpus)
     facts: list[tuple[str, Any]] = [
@@ -46,12 +48,18 @@ def render_task_detail(row: TaskRow, members: Sequence[TaskRow]) -> str:
         facts.append((row.group_kind or "group",
                       f"{row.group_id}, {'rank' if row.group_kind == 'gang' else 'index'} "
                       f"{row.group_index}"))
-    lines += [f"  {label:<{LABEL_WIDTH}}{value}" for label, value in facts
+    lines += [f"  {label:<{LABEL_WIDTH}}{_shown(value)}" for label, value in facts
               if value is not None and value != ""]
     if members:
         kind = row.group_kind or "group"
         lines += ["", f"{kind} {row.group_id}: {len(members)} tasks", render_tasks(members)]
     return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    """A recorded value on one line of the terminal: names, commands and errors come from
+    users and hosts, and a CR or LF in them would redraw or split the lines around them."""
+    return safe_text(value, limit=SHOWN_MAX_CHARS)
 
 
 def _time(epoch_s: int | None) -> str | None:

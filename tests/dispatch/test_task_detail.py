@@ -75,3 +75,20 @@ async def test_unknown_or_malformed_ids_and_mixed_options_exit_2(fleet_cli: Flee
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert result.stdout == ""
+
+
+def test_control_characters_in_recorded_text_are_shown_as_marks() -> None:
+    from db.rows import TaskRow
+    from fleet.render.task_detail import render_task_detail
+
+    row = TaskRow(id=1, name="evil\rname", script="a.sh", args=("x\ny", "\x01\x7f"),
+                  host_id=None, host=None, state="failed", exit_code=1, gpus_requested=1,
+                  constraints={}, priority=0, owner="ann", remote_dir=None, remote_pid=None,
+                  submitted_at=100, started_at=None, ended_at=110, error="line one\nline two",
+                  gpu_seconds=None, peak_memory_bytes=None, group_id=None, group_kind=None,
+                  group_index=None)
+    shown = render_task_detail(row, [])
+    assert not {"\r", "\x01", "\x7f"} & set(shown)
+    assert shown.startswith("task 1: evil?name — failed") and "line one?line two" in shown
+    assert len(shown.split("\n")) == 1 + sum(1 for line in shown.split("\n")[1:]
+                                             if line.startswith("  "))  # no value split a line
