@@ -30,6 +30,7 @@ from fleet.dispatch.lifecycle import (
     record_override,
     start_claimed,
     still_queued,
+    task_placement,
 )
 from fleet.dispatch.records import now_s
 from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask
@@ -161,7 +162,8 @@ async def _claim_for_gang(context: FleetContext, placement: PlacementService,
                                               partial(attempt, result, limits))
 
             return await wait_and_claim_nodes(
-                context, placement, request.placement, gang_id, owner, claim_nodes,
+                context, placement, task_placement(context, request.placement), gang_id, owner,
+                claim_nodes,
                 timeout_s=request.queue_timeout_s, on_wait=on_wait,
                 override_limits=request.override_limits)
         limits = None if request.override_limits else placement.user_limits(owner)
@@ -190,7 +192,8 @@ async def _claim_now(context: FleetContext, placement: PlacementService,
     rng = random.Random()
     conflicts: list[str] = []
     for number in range(1, CLAIM_ATTEMPTS + 1):
-        result = await placement.place(request.placement, probe_stale=number == 1,
+        result = await placement.place(task_placement(context, request.placement),
+                                       probe_stale=number == 1,
                                        rng=rng if number > 1 else None)
         if result.host is None:
             raise NoPlacement(no_placement_message(result), explanation=render_explain(result))

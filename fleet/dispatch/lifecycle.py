@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from db.tasks import GroupKind
     from fleet.context import FleetContext
     from fleet.placement.claim import Claim
+    from fleet.placement.request import PlacementRequest
     from fleet.services.placement import PlacementService
 
 T = TypeVar("T")
@@ -122,10 +123,21 @@ async def check_queue_limit(context: FleetContext, placement: PlacementService,
             "count queued tasks", lambda session: queued_count(session, owner)))
 
 
+def task_placement(context: FleetContext, request: PlacementRequest) -> PlacementRequest:
+    """`request` without the inventory's `connection: local` hosts: a task runs over SSH only
+    (TaskHost.open refuses a local host), so placing one there failed after the claim."""
+    local = frozenset(spec.name for spec in context.inventory.hosts
+                      if spec.connection == "local")
+    if not local:
+        return request
+    return replace(request, exclude_hosts=frozenset(request.exclude_hosts) | local)
+
+
 async def claim_for(context: FleetContext, placement: PlacementService,
                     request: DispatchRequest, task_id: int, owner: str,
                     on_wait: Callable[[str], None] | None = None) -> Claim:
     """Place and claim now, or (with request.wait) wait in the queue; ends the task on failure."""
+    request = replace(request, placement=task_placement(context, request.placement))
     try:
         if request.wait:
             from fleet.dispatch.queue import wait_and_claim
