@@ -10,7 +10,7 @@ import click
 from fleet.cli.context import echo_json, global_options, json_option, warn
 from fleet.cli.runner import open_service, run_async
 from fleet.cli.signals import stop_on_signals
-from fleet.render.exit_codes import EXIT_FAILED
+from fleet.render.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from fleet.cli.context import GlobalOptions
@@ -184,16 +184,23 @@ def logs(ctx: click.Context, task_ref: str, follow: bool, lost_after: str) -> in
 
     parse_task_ref(task_ref)
 
+    interrupted = False
+
     async def run() -> TaskRow:
+        nonlocal interrupted
         async with open_service(options) as service:
             if not service.remote:  # a server reconciles on its own, every 30 s
                 await service.reconcile_tasks(lost_after_s=lost_after_s)
             task_id = await resolve_task(service, task_ref)
             async with stop_on_signals() as stop:
-                return await service.follow(task_id, on_output=write_output, stop=stop,
-                                            follow=follow, lost_after_s=lost_after_s)
+                followed = await service.follow(task_id, on_output=write_output, stop=stop,
+                                                follow=follow, lost_after_s=lost_after_s)
+                interrupted = stop.is_set()
+                return followed
 
     row = run_async(run)
+    if interrupted and not row.is_final:  # Ctrl-C detached: the task runs on
+        return EXIT_INTERRUPTED
     if row.remote_dir is None and not (row.group_kind == "gang" and row.group_id == row.id):
         why = f": {row.error}" if row.error else ""
         when = "it never started" if row.is_final else "it has not started yet"

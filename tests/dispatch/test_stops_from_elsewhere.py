@@ -1,8 +1,10 @@
-"""A `fleet dispatch --wait` whose queued task is cancelled from elsewhere stops waiting."""
+"""Stops that come from elsewhere: a `fleet dispatch --wait` whose queued task is cancelled
+stops waiting; Ctrl-C on `fleet logs -f` detaches (130) and leaves the task running."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Awaitable, Callable
 
 from tests.dispatch.conftest import DispatchLab
@@ -34,4 +36,26 @@ async def test_a_waiter_whose_task_is_cancelled_exits_130(dispatch_lab: LabFacto
         if waiter.returncode is None:
             waiter.kill()
             await waiter.wait()
+        lab.kill_tasks()
+
+
+async def test_ctrl_c_on_logs_f_detaches_with_130(dispatch_lab: LabFactory) -> None:
+    lab = await dispatch_lab(1)
+    hold = _script(lab, "talk.py", "import time\nprint('up', flush=True)\ntime.sleep(120)\n")
+    started = await lab.cli.run("--json", "dispatch", "--detach", str(hold))
+    assert started.returncode == 0, started.stderr
+    task_id = str((await _tasks(lab))[0]["id"])
+    follower = await lab.spawn("logs", "-f", task_id)
+    try:
+        assert follower.stdout is not None
+        line = await asyncio.wait_for(follower.stdout.readline(), 30)
+        assert b"up" in line
+        follower.send_signal(signal.SIGINT)
+        await asyncio.wait_for(follower.wait(), 30)
+        assert follower.returncode == 130
+        assert (await _tasks(lab))[0]["state"] == "running"  # detached, not cancelled
+    finally:
+        if follower.returncode is None:
+            follower.kill()
+            await follower.wait()
         lab.kill_tasks()
