@@ -98,7 +98,16 @@ async def create_record(context: FleetContext, request: DispatchRequest, owner: 
                 priority=request.priority, state="queued" if request.wait else "placing",
                 group_kind=group_kind, group_index=group_index, group_id=group_id)
 
-    return await asyncio.to_thread(create)
+    writing = asyncio.ensure_future(asyncio.to_thread(create))
+    try:
+        return await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        # Ctrl-C while the row was being written: the thread writes it all the same, and a
+        # row nobody ends stays `placing` (ahead of every waiter) until the reconciler's
+        # bound. Wait for it, end it as cancelled, then stop.
+        task_id = await writing  # a write that failed raises its own error here instead
+        await end_task(context, task_id, "cancelled", "cancelled before it was placed")
+        raise
 
 
 async def record_override(context: FleetContext, task_id: int, owner: str) -> None:
@@ -258,10 +267,14 @@ async def submit(context: FleetContext, placement: PlacementService, request: Di
     """
     owner = await admit(context, placement, request, queued=request.wait)
     task_id = await create_record(context, request, owner)
-    if request.override_limits:
-        await record_override(context, task_id, owner)
-    if on_recorded is not None:
-        on_recorded(task_id)
+    try:
+        if request.override_limits:
+            await record_override(context, task_id, owner)
+        if on_recorded is not None:
+            on_recorded(task_id)
+    except asyncio.CancelledError:  # before claim_for, which ends the task itself
+        await end_task(context, task_id, "cancelled", "cancelled before it was placed")
+        raise
     claim = await claim_for(context, placement, request, task_id, owner, on_wait)
     return await start_claimed(context, request, task_id, claim)
 
