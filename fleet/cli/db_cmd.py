@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import click
@@ -21,13 +19,13 @@ def db_group() -> None:
 def _regular_destination(_ctx: click.Context, _param: click.Parameter, value: Path) -> Path:
     """FILE as given, when it does not exist or is a regular file (a symbolic link is
     followed): a backup replaces FILE, which must never turn a device or a FIFO into a file."""
+    from db.sqlite import non_regular_kind
+
     try:
-        mode = os.stat(value.expanduser()).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return value
-    except OSError as exc:
+        kind = non_regular_kind(value.expanduser())
+    except OSError as exc:  # e.g. a directory on the way it may not search
         raise click.BadParameter(f"{value}: {exc.strerror or exc}") from exc
-    if not stat.S_ISREG(mode):
+    if kind is not None:
         raise click.BadParameter(f"{value} exists and is not a regular file; a backup only "
                                  "creates or (with --force) replaces a regular file")
     return value

@@ -11,12 +11,10 @@ from typing import Annotated
 
 from msgspec import Meta
 
+from fleet.placement.request import MAX_TEXT  # free text longer is not a real request
 from fleet.probe.limits import MAX_GPUS, MAX_INT
 from fleet.timeparse import MAX_DURATION_S, MAX_EPOCH_S
 from fleet.wire.codec import WireError
-
-# Free text (a pattern, a name, a note, a path) longer than this is not a real request.
-MAX_TEXT = 4096
 
 Id = Annotated[int, Meta(ge=0, le=MAX_INT)]  # a row id (task, allocation, group)
 Count = Annotated[int, Meta(ge=1, le=MAX_INT)]  # a result limit

@@ -24,9 +24,9 @@ from fleet.placement.request import (
     MAX_TEXT,
 )
 from fleet.probe.limits import MAX_GPUS, MAX_INT
+from fleet.wire.bounds import Text
 
 # The bounds are PlacementRequest's own, so whatever it accepts (and a client sends) passes.
-Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT)]
 _PATH = re.compile(r" - at `\$")
 

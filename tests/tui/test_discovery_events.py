@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from db.events import add_event
@@ -70,13 +71,18 @@ class LongEvent(FakeService):
         return [EventView(9, NOW - 5, "error", "hook_failed", LONG_MESSAGE, "atlas")]
 
 
+async def events_table(pilot: Pilot[None]) -> KeyedTable:
+    """The events screen's table, opened from wherever the app is."""
+    await pilot.press("e")
+    await settle(pilot)
+    return pilot.app.screen.query_one(KeyedTable)
+
+
 async def test_enter_on_an_event_shows_its_whole_message() -> None:
     app = FleetApp(LongEvent(), clock=lambda: NOW)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        await pilot.press("e")
-        await settle(pilot)
-        table = app.screen.query_one(KeyedTable)
+        table = await events_table(pilot)
         assert "END-OF-MESSAGE" not in str(table.get_cell("9", "message"))
         await pilot.press("enter")
         await settle(pilot)
@@ -100,9 +106,7 @@ async def test_events_on_a_real_fleet_are_newest_first_on_screen(tmp_path: Path)
         app = FleetApp(FleetAdapter(fleet), clock=lambda: NOW, watch_snapshots=False)
         async with app.run_test(size=(120, 36)) as pilot:
             await settle(pilot)
-            await pilot.press("e")
-            await settle(pilot)
-            table = app.screen.query_one(KeyedTable)
+            table = await events_table(pilot)
             shown = [str(table.get_row_at(row)[-1]) for row in range(table.row_count)]
             assert shown == ["third", "second", "first"]
 
@@ -158,9 +162,7 @@ async def test_the_message_column_takes_the_width_the_others_leave() -> None:
     app = FleetApp(FakeService(), clock=lambda: NOW)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
-        await pilot.press("e")
-        await settle(pilot)
-        table = app.screen.query_one(KeyedTable)
+        table = await events_table(pilot)
         widths = {key.value: column.width for key, column in table.columns.items()}
         assert widths["message"] == 160 - 2 - 2 * 5 - sum(
             width for key, width in widths.items() if key != "message")
