@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import click
@@ -19,13 +21,13 @@ def db_group() -> None:
 def _regular_destination(_ctx: click.Context, _param: click.Parameter, value: Path) -> Path:
     """FILE as given, when it does not exist or is a regular file (a symbolic link is
     followed): a backup replaces FILE, which must never turn a device or a FIFO into a file."""
-    from db.sqlite import non_regular_kind
-
     try:
-        kind = non_regular_kind(value.expanduser())
-    except OSError as exc:  # e.g. a directory on the way it may not search
+        mode = os.stat(value.expanduser()).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return value
+    except OSError as exc:
         raise click.BadParameter(f"{value}: {exc.strerror or exc}") from exc
-    if kind is not None:
+    if not stat.S_ISREG(mode):
         raise click.BadParameter(f"{value} exists and is not a regular file; a backup only "
                                  "creates or (with --force) replaces a regular file")
     return value
