@@ -8,9 +8,9 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.errors import AllocationConflict, OverLimit
-from db.models import Allocation
-from db.types import AllocationKind, AllocationRow
+from db.errors import AllocationConflict, OverLimit, TaskNotActive
+from db.models import Allocation, Task
+from db.types import ACTIVE_TASK_STATES, AllocationKind, AllocationRow
 
 
 def claim_gpus(
@@ -29,6 +29,7 @@ def claim_gpus(
 
     With `max_held`, OverLimit when the owner would then hold more active allocations than
     that (counted under a per-owner lock on PostgreSQL, under SQLite's write lock there).
+    With `task_id`, TaskNotActive when that task has already ended (lock_active_task).
 
     Raises AllocationConflict naming the GPUs already allocated (also when another process
     claimed one between our check and our insert: the partial unique index refuses it). After
@@ -36,6 +37,8 @@ def claim_gpus(
     """
     if not gpu_ids:
         return []
+    if task_id is not None and not lock_active_task(session, task_id):
+        raise TaskNotActive(task_id)
     if max_held is not None:
         lock_owner(session, owner)
         held = held_by(session, owner)
@@ -63,6 +66,17 @@ def claim_gpus(
         raise AllocationConflict(
             gpu_ids, f"GPU ids {sorted(gpu_ids)} were claimed concurrently by another allocation"
         ) from exc
+
+
+def lock_active_task(session: Session, task_id: int) -> bool:
+    """Hold the task's row until this transaction ends, if the task is still active; False
+    when it has ended. A no-op UPDATE: the row lock on PostgreSQL, the write lock on SQLite.
+    An end that races the claim (`fleet cancel` while the task is placed) then either comes
+    first, and the claim sees it, or waits and releases what the claim made."""
+    result = session.execute(update(Task).where(Task.id == task_id,
+                                                Task.state.in_(ACTIVE_TASK_STATES))
+                             .values(state=Task.state))
+    return int(result.rowcount) > 0  # type: ignore[attr-defined]
 
 
 # pg_advisory_xact_lock(OWNER_LOCK_CLASS, hashtext(owner)): one owner's limit checks in turn.

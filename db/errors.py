@@ -5,6 +5,7 @@ DatabaseError           the database cannot be opened, migrated, read or written
 ├── ReadOnlyDatabase    the SQLite file is read-only for this user: reads work, writes cannot
 ├── AllocationConflict  a GPU already has an active allocation (enforced by a unique index)
 ├── OverLimit           the owner would hold more GPUs than their limit allows
+├── TaskNotActive       a claim's task has already ended (cancelled while it was placed)
 └── Fenced              this controller's leadership is over: it may write nothing more
 """
 
@@ -47,3 +48,12 @@ class OverLimit(DatabaseError):
         self.held = held
         self.limit = limit
         super().__init__(f"the owner holds {held} GPU(s); the limit is {limit}")
+
+
+class TaskNotActive(DatabaseError):
+    """The task a claim is for has already ended (cancelled while it was being placed); the
+    claim made nothing."""
+
+    def __init__(self, task_id: int) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id} has already ended")

@@ -92,13 +92,16 @@ def update_task(
     task_id: int,
     *,
     from_states: Sequence[str] | None = None,
+    unlaunched_only: bool = False,
     **changes: Any,
 ) -> bool:
     """Set the given columns of one task; returns False when `from_states` did not match.
 
     With `from_states`, the update is a single conditional UPDATE (compare-and-set): it applies
     only while the task is in one of those states, so two processes racing to move a task
-    (a dispatcher finishing it, the reconciler marking it lost) cannot both win.
+    (a dispatcher finishing it, the reconciler marking it lost) cannot both win. With
+    `unlaunched_only` it also applies only while the task has no task directory on its host
+    (its dispatcher has not yet reached the host, so nothing there needs stopping).
     Accepted columns: UPDATABLE_TASK_FIELDS (`constraints` takes a mapping).
     Raises LookupError for an unknown task id, ValueError for an unknown column or state.
     """
@@ -120,6 +123,8 @@ def update_task(
     statement = update(Task).where(Task.id == task_id)
     if from_states is not None:
         statement = statement.where(Task.state.in_(list(from_states)))
+    if unlaunched_only:
+        statement = statement.where(Task.remote_dir.is_(None))
     result = session.execute(statement.values(**values))
     matched = int(result.rowcount) > 0  # type: ignore[attr-defined]
     if not matched and _state(session, task_id) is None:
@@ -140,6 +145,7 @@ def finish_task(
     from_states: Sequence[str] = ACTIVE_TASK_STATES,
     released_at: int | None = None,
     timed_out: bool = False,
+    unlaunched_only: bool = False,
 ) -> bool:
     """End a task (a final state, ended_at, exit code) and release its active allocations.
 
@@ -148,7 +154,8 @@ def finish_task(
     allocation never appears to end after the next holder's claim began.
 
     Compare-and-set on `from_states`: returns False, changing nothing, when the task has
-    already left them (e.g. it was finished by another process). The allocations are released
+    already left them (e.g. it was finished by another process), or with `unlaunched_only` when
+    its dispatcher has recorded a task directory on the host. The allocations are released
     with the final state as the reason. Raises ValueError when `state` is not final.
     """
     if state not in FINAL_TASK_STATES:
@@ -161,7 +168,8 @@ def finish_task(
         changes["gpu_seconds"] = gpu_seconds
     if peak_memory_bytes is not None:
         changes["peak_memory_bytes"] = peak_memory_bytes
-    if not update_task(session, task_id, from_states=from_states, **changes):
+    if not update_task(session, task_id, from_states=from_states,
+                       unlaunched_only=unlaunched_only, **changes):
         return False
     release_allocations(session, now=now if released_at is None else released_at,
                         reason=f"task {state}", task_id=task_id)

@@ -96,6 +96,13 @@ class LeftQueue(DispatchError):
         super().__init__(message)
 
 
+class TaskCancelled(DispatchError):
+    """The task was cancelled (Ctrl-C, or `fleet cancel` from elsewhere) before it started
+    running; nothing of it runs."""
+
+    exit_code = 130
+
+
 class NoPlacement(DispatchError):
     """No host has enough free GPUs matching the request; `explanation` says why, per GPU."""
 

@@ -105,7 +105,7 @@ async def run_dispatch(stream: DispatchStream, submitted: wire.SubmitRequest,
     `cancel(task_id)` is awaited in the background once the task runs (its errors are shown by
     the stream: the task's end says whether it was cancelled).
     """
-    from fleet.dispatch.request import TaskCancelled
+    from fleet.errors import TaskCancelled
 
     reader = asyncio.ensure_future(stream.read(submitted))
     stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None

@@ -36,8 +36,8 @@ from fleet.dispatch.lifecycle import (
     unless_stopped,
 )
 from fleet.dispatch.records import now_s
-from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask, TaskCancelled
-from fleet.errors import ConfigError, FleetError
+from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask
+from fleet.errors import ConfigError, FleetError, TaskCancelled
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

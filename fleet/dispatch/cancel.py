@@ -19,19 +19,26 @@ if TYPE_CHECKING:
 async def cancel_task(context: FleetContext, task_id: int, *, grace_s: float) -> str:
     """Cancel one task; returns its final state (unchanged if it had already ended).
 
-    Queued or placing: ended `cancelled` at once (its waiting dispatcher stops). Starting or
-    running: SIGTERM to its process group, SIGKILL after `grace_s`, then recorded with the
-    exit code the host reports. A HostError leaves the task as it is (the reconciler marks it
-    lost if the host stays unreachable).
+    Queued, placing, or starting with no task directory yet: ended `cancelled` at once (its
+    dispatcher stops at its next step). Once the task directory is recorded: marked cancelled
+    on the host (a wrapper that has not run the command yet never runs it), SIGTERM to its
+    process group, SIGKILL after `grace_s`, then recorded with the exit code the host
+    reports. A HostError leaves the task as it is (the reconciler marks it lost if the host
+    stays unreachable).
     """
     row = await asyncio.to_thread(records.load, context.database, task_id)
     if row.is_final:
         return row.state
     if row.remote_dir is None or row.host is None:
+        # Ended in the database only while its dispatcher has not recorded a task directory
+        # (checked in the same statement); once it has, the host must be told as well.
         ending = Ending("cancelled", None, "cancelled before it started", now_s(), None)
-        if await asyncio.to_thread(records.finish, context.database, task_id, ending):
+        if await asyncio.to_thread(records.finish, context.database, task_id, ending,
+                                   unlaunched_only=True):
             return "cancelled"
-        return (await asyncio.to_thread(records.load, context.database, task_id)).state
+        row = await asyncio.to_thread(records.load, context.database, task_id)
+        if row.is_final or row.remote_dir is None or row.host is None:
+            return row.state
     async with await TaskHost.open(host_spec(context, row.host), context.ssh_options,
                                    context.connections) as host:
         status = await cancel_remote(host, row.remote_dir, grace_s)

@@ -32,6 +32,11 @@ def ending_from_status(status: RemoteStatus, *, now: int, timeout_s: float | Non
     duration = None
     if status.started_at is not None and status.ended_at is not None:
         duration = float(max(status.ended_at - status.started_at, 0))
+    if status.state == "gone" and status.cancelled and not status.dir_missing:
+        # Marked cancelled, and no wrapper left: one that never started (it never will run
+        # the command now), or one that died under the cancel.
+        reason = "cancelled before it started" if status.started_at is None else "cancelled"
+        return Ending("cancelled", None, reason, now, duration)
     if status.state == "gone":
         reason = ("task directory is gone from the host" if status.dir_missing
                   else "task process vanished without an exit status (host rebooted or "

@@ -184,7 +184,9 @@ async def _sleep_or_stop(seconds: float, stop: asyncio.Event | None) -> None:
 async def cancel_remote(host: TaskHost, task_dir: str, grace_s: float) -> RemoteStatus:
     """SIGTERM the task's group, SIGKILL it after `grace_s`; its status once the wrapper ended."""
     deadline = time.monotonic() + grace_s
-    signalled = False
+    # Marked (and signalled) before the first look: a wrapper that has not run the command
+    # yet, or has not even been launched, then never runs it (wrapper.py, `cancelled`).
+    signalled = await host.signal(task_dir, "TERM", cancel=True) != "NOPID"
     while True:
         status = await host.status(task_dir)
         if status.state in ("exited", "gone"):

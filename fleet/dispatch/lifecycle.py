@@ -24,9 +24,9 @@ from fleet.dispatch.follow import (
 )
 from fleet.dispatch.records import now_s
 from fleet.dispatch.remote import TaskHost, task_dir_name
-from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask, TaskCancelled
+from fleet.dispatch.request import KEEP_QUEUED, DispatchRequest, StartedTask
 from fleet.dispatch.wrapper import TASKS_BASE
-from fleet.errors import DispatchError, FleetError, HostError, NoPlacement
+from fleet.errors import DispatchError, FleetError, HostError, NoPlacement, TaskCancelled
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
@@ -199,8 +199,13 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
     host: TaskHost | None = None
     launched = False
     task_dir: str | None = None
+    # `fleet cancel` may end the task at any step here. Each step that records moves it on
+    # only from the state the previous one left (compare-and-set), and the last check comes
+    # after the task directory is recorded: a cancel after that reads the directory and
+    # marks it on the host, where the wrapper then runs nothing (wrapper.py).
     try:
-        await asyncio.to_thread(records.set_host, database, task_id, claim.host)
+        if not await asyncio.to_thread(records.set_host, database, task_id, claim.host):
+            raise cancelled_elsewhere(task_id)
         launch = request.launch(task_id, spec.python, uuids)
         host = await TaskHost.open(spec, context.ssh_options, context.connections)
         if request.environment is not None:  # refused here, before any upload, if unusable
@@ -209,13 +214,18 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
             request = await ready_on_host(database, host, request, task_id)
             launch = request.launch(task_id, spec.python, uuids)
         task_dir = await host.make_dir(TASKS_BASE, task_dir_name(task_id))
-        await asyncio.to_thread(records.set_fields, database, task_id, remote_dir=task_dir)
+        if not await asyncio.to_thread(records.set_fields, database, task_id,
+                                       from_states=("starting",), remote_dir=task_dir):
+            raise cancelled_elsewhere(task_id)
         await host.upload(launch, task_dir)
+        if (await asyncio.to_thread(records.load, database, task_id)).state != "starting":
+            raise cancelled_elsewhere(task_id)
         launched = True
         pgid = await host.launch(task_dir)
         started_at = now_s()
-        await asyncio.to_thread(records.started, database, task_id, pgid=pgid,
-                                started_at=started_at)
+        if not await asyncio.to_thread(records.started, database, task_id, pgid=pgid,
+                                       started_at=started_at):
+            raise cancelled_elsewhere(task_id)
         await asyncio.to_thread(records.checked, database, task_id)
     except BaseException as exc:
         await abort_start(context, task_id, host, task_dir if launched else None, exc)
@@ -225,6 +235,11 @@ async def start_claimed(context: FleetContext, request: DispatchRequest, task_id
                           timeout_s=request.timeout_s, claim=claim,
                           gpu_indices=tuple(claim.gpu_indices))
     return started, host
+
+
+def cancelled_elsewhere(task_id: int) -> TaskCancelled:
+    """The error for a start whose task was ended from elsewhere (`fleet cancel`) meanwhile."""
+    return TaskCancelled(f"task {task_id} was cancelled before it started")
 
 
 async def abort_start(context: FleetContext, task_id: int, host: TaskHost | None,

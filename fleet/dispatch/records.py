@@ -42,16 +42,20 @@ def set_fields(database: Database, task_id: int, *, from_states: tuple[str, ...]
         return update_task(session, task_id, from_states=from_states, **changes)
 
 
-def set_host(database: Database, task_id: int, host: str) -> None:
-    """Record the placed host and move the task to `starting`."""
+def set_host(database: Database, task_id: int, host: str) -> bool:
+    """Record the placed host and move the task from `queued` or `placing` to `starting`;
+    False when it had left them (cancelled from elsewhere once its GPUs were claimed)."""
     from db.hosts import host_ids_by_name
     from db.task_runs import mark_checked
     from db.tasks import update_task
 
     with database.session() as session:
         host_id = host_ids_by_name(session).get(host)
-        update_task(session, task_id, host_id=host_id, state="starting")
+        if not update_task(session, task_id, from_states=("queued", "placing"),
+                           host_id=host_id, state="starting"):
+            return False
         mark_checked(session, task_id, now_s())
+        return True
 
 
 def checked(database: Database, task_id: int) -> None:
@@ -61,8 +65,10 @@ def checked(database: Database, task_id: int) -> None:
         mark_checked(session, task_id, now_s())
 
 
-def finish(database: Database, task_id: int, ending: Ending) -> bool:
-    """End the task with `ending` (GPU-seconds, peak memory computed); False if already ended."""
+def finish(database: Database, task_id: int, ending: Ending, *,
+           unlaunched_only: bool = False) -> bool:
+    """End the task with `ending` (GPU-seconds, peak memory computed); False if already ended,
+    or with `unlaunched_only` once its dispatcher has recorded a task directory on the host."""
     from db.sql import SessionReader
     from db.task_runs import peak_memory_used
     from db.tasks import finish_task
@@ -87,7 +93,7 @@ def finish(database: Database, task_id: int, ending: Ending) -> bool:
                            exit_code=ending.exit_code, error=ending.error,
                            gpu_seconds=gpu_seconds, peak_memory_bytes=peak,
                            from_states=ACTIVE_TASK_STATES, released_at=now_s(),
-                           timed_out=ending.timed_out):
+                           timed_out=ending.timed_out, unlaunched_only=unlaunched_only):
             return False
         # Only the one process whose compare-and-set won records the end as an event.
         record_task_ended(session, row, replace(ending, ended_at=ended_at), duration)

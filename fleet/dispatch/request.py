@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from fleet.dispatch.ending import DEFAULT_GRACE_S
 from fleet.dispatch.spec import TaskLaunch, build_launch
-from fleet.errors import DispatchError
 from fleet.model import HostSpec
 
 if TYPE_CHECKING:
@@ -25,12 +24,6 @@ DEFAULT_QUEUE_TIMEOUT_S = 24 * 3600.0
 # Cancelling a queued dispatch with this message (fleet serve stopping) leaves the task queued
 # for the next server to resume, instead of ending it cancelled.
 KEEP_QUEUED = "fleet serve is stopping: the task stays queued"
-
-
-class TaskCancelled(DispatchError):
-    """The task was cancelled (Ctrl-C) before it started running."""
-
-    exit_code = 130
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ Files in a task's control directory (`<task dir>/.fleet/`):
     log          the command's stdout and stderr, appended
     started      epoch seconds when the command started (host clock)
     exit         written atomically when the command ended: rc=, ended=, timed_out=
-    cancelled    present when fleet sent a cancel
+    cancelled    present when fleet sent a cancel. The command's shell writes `pid` and then
+                 looks for it; a cancel writes it and then reads `pid`. So a cancel that
+                 lands while the task starts either finds the group to signal, or the
+                 command never runs.
 
 Every value that comes from a user or from the controller is inserted with shlex.quote.
 """
@@ -45,7 +48,7 @@ to=0
 if cd {workdir} 2>>"$c/log"; then
   date +%s > "$c/started"
 {watchdog}
-  setsid /bin/sh -c 'echo $$ > "$1/pid" && shift && exec "$@"' \\
+  setsid /bin/sh -c 'echo $$ > "$1/pid" && [ ! -e "$1/cancelled" ] && shift && exec "$@"' \\
     fleet-task "$c" {command} </dev/null >>"$c/log" 2>&1
   rc=$?
 {cleanup}
@@ -175,11 +178,14 @@ def signal_command(task_dir: str, signal_name: str, *, mark_cancelled: bool) -> 
     if signal_name not in ("TERM", "KILL", "INT"):
         raise ValueError(f"unsupported signal {signal_name}")
     control = shlex.quote(f"{task_dir}/{CONTROL_DIR}")
-    mark = 'echo 1 > "$c/cancelled"; ' if mark_cancelled else ""
+    # The mark goes first, before the pid is read (see `cancelled` above); never on a task
+    # that has ended, and never into a control directory that is not there.
+    mark = ('if [ -d "$c" ] && [ ! -e "$c/exit" ]; then echo 1 > "$c/cancelled"; fi; '
+            if mark_cancelled else "")
     return (
-        f"c={control}; p=$(cat \"$c/pid\" 2>/dev/null); "
+        f"c={control}; {mark}p=$(cat \"$c/pid\" 2>/dev/null); "
         "case $p in ''|*[!0-9]*) echo NOPID; exit 0 ;; esac; "
-        f"{mark}kill -s {signal_name} -- \"-$p\" 2>/dev/null; "
+        f"kill -s {signal_name} -- \"-$p\" 2>/dev/null; "
         'if kill -s 0 -- "-$p" 2>/dev/null; then echo ALIVE; else echo DEAD; fi'
     )
 

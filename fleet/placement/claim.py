@@ -11,10 +11,10 @@ from db.allocation_details import allocation_details, drains_by_index, gpu_ids_b
 from db.allocations import claim_gpus, expire_reservations, lock_drains
 from db.engine import Database
 from db.errors import AllocationConflict as DbAllocationConflict
-from db.errors import OverLimit
+from db.errors import OverLimit, TaskNotActive
 from db.sql import SessionReader
 from db.types import AllocationKind
-from fleet.errors import AllocationConflict, DispatchError, GpuDrained
+from fleet.errors import AllocationConflict, DispatchError, GpuDrained, TaskCancelled
 from fleet.placement.free import drained_text
 from fleet.placement.limits import LimitReached, UserLimits, over_gpu_limit
 from fleet.placement.place import PlacementResult
@@ -106,6 +106,8 @@ def claim(
     except OverLimit as exc:
         assert limits is not None
         raise LimitReached(over_gpu_limit(limits, exc.held, len(indices)) or str(exc)) from exc
+    except TaskNotActive as exc:
+        raise ended_elsewhere(exc) from exc
     return Claim(
         host=host,
         gpu_indices=tuple(indices),
@@ -118,6 +120,11 @@ def claim(
         created_at=moment,
         expires_at=expires_at,
     )
+
+
+def ended_elsewhere(exc: TaskNotActive) -> TaskCancelled:
+    """The error for a claim whose task was ended (`fleet cancel`) while it was placed."""
+    return TaskCancelled(f"task {exc.task_id} was cancelled before it was placed")
 
 
 def refuse_drained(session: Session, host: str, indices: Sequence[int]) -> None:
@@ -183,4 +190,6 @@ def claim_gang(
         assert limits is not None
         wanted = sum(len(set(indices)) for _host, indices in nodes)
         raise LimitReached(over_gpu_limit(limits, exc.held, wanted) or str(exc)) from exc
+    except TaskNotActive as exc:
+        raise ended_elsewhere(exc) from exc
     return claims
