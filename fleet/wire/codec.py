@@ -20,8 +20,31 @@ class WireError(ValueError):
 
 
 def encode(value: Any) -> bytes:
-    """A struct (or plain data) as compact JSON bytes."""
-    return _encoder.encode(value)
+    """A struct (or plain data) as compact JSON bytes.
+
+    Text that is not valid Unicode (a lone surrogate: a task argument recorded from bytes that
+    were not UTF-8, before such arguments were refused) goes as `\\xNN` escapes of its bytes,
+    so one old row cannot break a listing for everyone.
+    """
+    try:
+        return _encoder.encode(value)
+    except UnicodeEncodeError:
+        return _encoder.encode(_valid_text(msgspec.to_builtins(value, order="deterministic")))
+
+
+def _valid_text(value: Any) -> Any:
+    """Plain data with every string made valid Unicode (surrogates as `\\xNN` escapes)."""
+    if isinstance(value, str):
+        try:
+            raw = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate that stands for no byte: `\\udNNN`
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_valid_text(key): _valid_text(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid_text(item) for item in value]
+    return value
 
 
 def decode(data: bytes, kind: type[T]) -> T:

@@ -76,6 +76,18 @@ def test_rows_round_trip() -> None:
         [host_point]
 
 
+def test_a_task_recorded_with_undecodable_arguments_still_lists() -> None:
+    # Arguments from non-UTF-8 bytes (stored before they were refused, as surrogates) used to
+    # make every `GET /v1/tasks` a 500: one old row broke `fleet tasks` for everyone.
+    task = TaskRow(1, "t", "t.py", ("a\udcff", "b"), None, None, "failed", 1, 0, {}, 0, "ann",
+                   None, None, 10, None, 11, "bad\ud800", None, None, (), False)
+    [listed] = tasks.tasks_from_wire(decode(encode(tasks.tasks_to_wire([task])),
+                                            tasks.TaskList))
+    assert listed.args == ("a\\xff", "b")  # the byte, shown escaped
+    assert listed.error == "bad\\ud800"
+    assert listed == dataclasses.replace(task, args=listed.args, error=listed.error)
+
+
 @pytest.mark.parametrize(("engine", "wire", "omitted"), [
     (TaskRow, tasks.TaskWire, set()), (EventView, events.EventWire, set()),
     (AllocationDetail, allocations.AllocationWire, set()), (HostRow, hosts.HostWire, set()),
