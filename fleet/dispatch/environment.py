@@ -150,7 +150,8 @@ class TaskEnvironment:
     # ---- the wrapper's lines (a checked environment) ------------------------------------
 
     def exports(self, gpu_uuids: tuple[str, ...]) -> str:
-        """Shell lines the wrapper runs before the command (after the task's own exports)."""
+        """Shell lines that set the task's variables, after its --env ones (the wrapper runs
+        them only where it starts the command, never for its own steps)."""
         if self.kind == "venv":
             return (f"export VIRTUAL_ENV={shlex.quote(self._tool())}\n"
                     'export PATH="$VIRTUAL_ENV/bin:$PATH"\nunset PYTHONHOME')
@@ -195,11 +196,11 @@ class TaskEnvironment:
         return " ".join([q(self._tool()), *options, q(self.value), *words])
 
     def cleanup(self, task_dir: str) -> str:
-        """Shell lines after the command ended: a killed docker/podman client leaves its
+        """A command (shell words) the wrapper runs after the command ended, in the task's
+        variables as the run was, or "" for none: a killed docker/podman client leaves its
         container running, so remove it (nothing when it is gone already)."""
         if self.runtime in ("docker", "podman"):
-            return (f"  {shlex.quote(self._tool())} rm -f {shlex.quote(container_name(task_dir))}"
-                    " >/dev/null 2>&1")
+            return f"{shlex.quote(self._tool())} rm -f {shlex.quote(container_name(task_dir))}"
         return ""
 
     def _tool(self) -> str:

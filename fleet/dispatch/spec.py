@@ -26,6 +26,10 @@ SNAPSHOT_DIR = "snapshot"  # inside a task directory: the --snapshot copy of the
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "FLEET_TASK_ID",
                           "FLEET_TASK_DIR"})
+# Variables the sh that starts a task owns: it sets IFS, PPID, PWD and OPTIND itself (the task
+# would never see the value given), and bash as sh reads SHELLOPTS/BASHOPTS as its own options
+# (SHELLOPTS=noexec: nothing runs, and exit 0). Every other name reaches the task as given.
+SHELL_ENV = frozenset({"IFS", "PPID", "PWD", "OPTIND", "SHELLOPTS", "BASHOPTS"})
 _FORBIDDEN_NAMES = frozenset({"", ".", "..", CONTROL_DIR})
 MAX_UPLOAD_FILES = 10_000
 
@@ -71,6 +75,10 @@ def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
             )
         if name in RESERVED_ENV:
             raise ConfigError(f"--env {name}: fleet sets this variable itself")
+        if name in SHELL_ENV:
+            raise ConfigError(f"--env {name}: the shell that starts the task sets or reads this "
+                              "variable itself, so it cannot be passed (refused: "
+                              f"{', '.join(sorted(SHELL_ENV))})")
         if "\0" in value:
             raise ConfigError(f"--env {name}: value contains a NUL byte")
         parsed.append((name, value))

@@ -12,6 +12,15 @@ Files in a task's control directory (`<task dir>/.fleet/`):
                  lands while the task starts either finds the group to signal, or the
                  command never runs.
 
+The wrapper's own steps (date, setsid, cat, mv, the watchdog's sleep, its variables c, rc, …)
+run in the environment it started with. The task's variables (--env, then its environment's
+lines: the venv's PATH, …) are set only by `task_env`, in a subshell that then execs one command
+(`in_task_env`: the task's start, a container's cleanup), so `--env PATH=/x`, `LD_LIBRARY_PATH`
+or a name like `c` reach the task as given and cannot stop the wrapper from recording it. The
+command's words are expanded by the wrapper before that (`$(id -u)`, "$PWD", "$HOME"), setsid is
+found on the wrapper's PATH, and the task's command itself on the task's PATH. Names the sh
+itself owns (IFS, PWD, …) are refused earlier: spec.SHELL_ENV.
+
 Every value that comes from a user or from the controller is inserted with shlex.quote.
 """
 
@@ -36,19 +45,24 @@ _WRAPPER = """\
 #!/bin/sh
 # fleet task {task_id}: run the command in its own session, record pid, log and exit status.
 c={control}
-echo $$ > "$c/wrapper.pid"
+echo "$$" > "$c/wrapper.pid"
 export CUDA_VISIBLE_DEVICES={uuids}
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 export FLEET_TASK_ID={task_id}
 export FLEET_TASK_DIR={task_dir}
-{exports}
-{environment}
+# The task's own variables: set only in the subshell that runs a task command (in_task_env).
+task_env() {{
+{task_env}
+}}
+in_task_env() {{ (task_env && exec "$@"); }}
+ss=$(command -v setsid) || ss=setsid
 wd=
 to=0
 if cd {workdir} 2>>"$c/log"; then
   date +%s > "$c/started"
 {watchdog}
-  setsid /bin/sh -c 'echo $$ > "$1/pid" && [ ! -e "$1/cancelled" ] && shift && exec "$@"' \\
+  in_task_env "$ss" /bin/sh -c \\
+    'echo "$$" > "$1/pid" && [ ! -e "$1/cancelled" ] && shift && exec "$@"' \\
     fleet-task "$c" {command} </dev/null >>"$c/log" 2>&1
   rc=$?
 {cleanup}
@@ -112,22 +126,27 @@ def wrapper_script(launch: TaskLaunch, task_dir: str) -> bytes:
     """The wrapper for `launch` in `task_dir` (an absolute path on the host), as bytes."""
     q = shlex.quote
     environment = launch.environment
-    exports = "\n".join(f"export {name}={q(value)}" for name, value in launch.env)
+    # --env first, then the environment's lines (a venv's bin goes before the task's PATH).
+    lines = [f"export {name}={q(value)}" for name, value in launch.env]
+    if environment is not None:
+        lines += environment.exports(launch.gpu_uuids).splitlines()
+    task_env = "\n".join(f"  {line}" for line in lines if line) or "  :"
     watchdog = ""
     if launch.timeout_s is not None:
         watchdog = _WATCHDOG.format(limit=_seconds(launch.timeout_s),
                                     grace=_seconds(launch.timeout_grace_s))
+    cleanup = "" if environment is None else environment.cleanup(task_dir)
     text = _WRAPPER.format(
         task_id=launch.task_id,
         control=q(f"{task_dir}/{CONTROL_DIR}"),
         uuids=q(",".join(launch.gpu_uuids)),
         task_dir=q(task_dir),
-        exports=exports,
-        environment="" if environment is None else environment.exports(launch.gpu_uuids),
+        task_env=task_env,
         workdir=q(task_workdir(launch, task_dir)),
         watchdog=watchdog,
         command=command_text(launch, task_dir),
-        cleanup="" if environment is None else environment.cleanup(task_dir),
+        # Removing a container goes to the daemon its `run` reached: in the task's variables.
+        cleanup=f"  in_task_env {cleanup} >/dev/null 2>&1" if cleanup else "",
     )
     # Arguments that were not valid UTF-8 on the controller travel as the same bytes.
     return text.encode("utf-8", "surrogateescape")
