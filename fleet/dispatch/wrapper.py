@@ -30,6 +30,9 @@ import shlex
 
 from fleet.dispatch.spec import CONTROL_DIR, TaskLaunch
 
+# Variables fleet sets to a path relative to the task directory (gang.node_env).
+TASK_DIR_PATH_ENV = frozenset({"FLEET_HOSTFILE"})
+
 TASKS_BASE = ".fleet/tasks"  # relative to the remote user's $HOME
 RUN_BASE = ".fleet/run"  # `fleet run script.py` temporary directories
 # The launcher looks for the pid file every PID_WAIT_STEP_S, at most PID_WAIT_STEPS times (10 s):
@@ -122,12 +125,21 @@ def command_text(launch: TaskLaunch, task_dir: str) -> str:
                                       own_workdir=launch.workdir is not None)
 
 
+def task_env_value(name: str, value: str, task_dir: str) -> str:
+    """The value the task gets: a relative path fleet names inside the task directory (a
+    gang's FLEET_HOSTFILE) made absolute, so it holds wherever --workdir puts the task."""
+    if name in TASK_DIR_PATH_ENV and not value.startswith("/"):
+        return f"{task_dir}/{value}"
+    return value
+
+
 def wrapper_script(launch: TaskLaunch, task_dir: str) -> bytes:
     """The wrapper for `launch` in `task_dir` (an absolute path on the host), as bytes."""
     q = shlex.quote
     environment = launch.environment
     # --env first, then the environment's lines (a venv's bin goes before the task's PATH).
-    lines = [f"export {name}={q(value)}" for name, value in launch.env]
+    lines = [f"export {name}={q(task_env_value(name, value, task_dir))}"
+             for name, value in launch.env]
     if environment is not None:
         lines += environment.exports(launch.gpu_uuids).splitlines()
     task_env = "\n".join(f"  {line}" for line in lines if line) or "  :"

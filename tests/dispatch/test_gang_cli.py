@@ -28,9 +28,10 @@ async def test_a_gang_ends_with_rank_0_and_its_holders_are_cancelled(
     lab = await dispatch_lab(2, 2)
     script = _script(lab, "launcher.py", LAUNCHER)
     started = time.monotonic()
+    # --workdir elsewhere: FLEET_HOSTFILE is absolute (it was relative to the task directory)
     result = await lab.cli.run("dispatch", "--nodes", "2", "--gpus-per-node", "2",
-                               "--grace", "1s", "--hostfile", "conf/hosts", str(script),
-                               timeout=90)
+                               "--grace", "1s", "--hostfile", "conf/hosts",
+                               "--workdir", str(lab.cli.home), str(script), timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
     assert time.monotonic() - started < 60  # rank 1 sleeps 120 s: it was ended with rank 0
     hostfile = [line.split("] ", 1)[1] for line in result.stdout.splitlines() if "slots=" in line]
