@@ -73,6 +73,7 @@ if cd {workdir} 2>>"$c/log"; then
   if [ -e "$c/timed_out" ]; then to=1; fi
   p=$(cat "$c/pid" 2>/dev/null)
   case $p in ''|*[!0-9]*) ;; *) kill -s KILL -- "-$p" 2>/dev/null ;; esac
+{sweep}
 else
   echo "fleet: cannot enter work directory "{workdir} >> "$c/log"
   date +%s > "$c/started"
@@ -81,6 +82,24 @@ fi
 printf 'rc=%s\\nended=%s\\ntimed_out=%s\\n' "$rc" "$(date +%s)" "$to" > "$c/exit.tmp"
 mv -f "$c/exit.tmp" "$c/exit"
 """
+
+# Processes the task left behind outside its group (setsid, a double fork: daemons) still carry
+# its FLEET_TASK_DIR, which the wrapper itself does not (/proc/PID/environ is what a process was
+# started with): killed as the group was, so none holds the GPUs once the task has ended. At
+# most three passes (one that forked while the last was read). grep fails on other users' and
+# gone processes (status 2): what it lists counts. Needs GNU grep's -z (elsewhere nothing is
+# listed, and the sweep is skipped).
+_SWEEP = """\
+  n=0
+  while [ "$n" -lt 3 ]; do
+    left=$(grep -lzxF -e "FLEET_TASK_DIR=$FLEET_TASK_DIR" /proc/[0-9]*/environ 2>/dev/null)
+    if [ -z "$left" ]; then break; fi
+    for e in $left; do
+      e=${e#/proc/}; e=${e%/environ}
+      kill -s KILL "$e" 2>/dev/null
+    done
+    n=$((n+1))
+  done"""
 
 # A background watchdog: TERM to the task's group after the limit, KILL after the grace.
 _WATCHDOG = """\
@@ -156,6 +175,7 @@ def wrapper_script(launch: TaskLaunch, task_dir: str) -> bytes:
         task_env=task_env,
         workdir=q(task_workdir(launch, task_dir)),
         watchdog=watchdog,
+        sweep=_SWEEP,
         command=command_text(launch, task_dir),
         # Removing a container goes to the daemon its `run` reached: in the task's variables.
         cleanup=f"  in_task_env {cleanup} >/dev/null 2>&1" if cleanup else "",

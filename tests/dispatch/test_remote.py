@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -136,6 +138,47 @@ async def test_term_signal_reaches_whole_group_kill_after(
     status = await wait_exited(host, task_dir)
     assert status.exit_code == 137 and status.cancelled
     assert await asyncio.to_thread(wait_group_gone, pgid, 5.0)
+
+
+async def test_processes_that_left_the_group_end_with_the_task(
+    task_host: tuple[TaskHost, SimHostHandle], tmp_path: Path
+) -> None:
+    host, _ = task_host
+    pids = tmp_path / "daemons"
+    # A daemon in a session of its own (setsid) and one double-forked out of it: neither is in
+    # the task's process group, and both used to hold the GPUs after the task had ended.
+    source = ("import os, subprocess, sys\n"
+              "daemon = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+              "double = subprocess.Popen(['sh', '-c', 'sleep 300 >/dev/null & echo $!'], "
+              "stdout=subprocess.PIPE, start_new_session=True)\n"
+              "orphan = double.stdout.read().strip().decode()\n"
+              f"open({str(pids)!r}, 'w').write(f'{{daemon.pid}} {{orphan}}')\n")
+    launch = _launch(tmp_path, source)
+    task_dir, _ = await start_task(host, launch)
+    left: list[int] = []
+    try:
+        status = await wait_exited(host, task_dir)
+        assert status.exit_code == 0, await host.read_log(task_dir, 0)
+        left = [int(pid) for pid in pids.read_text().split()]
+        assert len(left) == 2
+        for _ in range(100):  # the wrapper's sweep ran before it wrote the exit file
+            if not any(_alive(pid) for pid in left):
+                break
+            await asyncio.sleep(0.05)
+        assert [pid for pid in left if _alive(pid)] == []
+    finally:
+        for pid in left:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for its parent counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
 
 
 async def test_status_gone_when_wrapper_vanished(
