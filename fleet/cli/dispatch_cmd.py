@@ -17,6 +17,9 @@ from fleet.cli.task_output import exit_code_of, say, write_output
 from fleet.probe.limits import MAX_INT
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fleet.client.remote import RemoteFleet
     from fleet.client.session import Service
     from fleet.dispatch.request import DispatchRequest, StartedTask
     from fleet.service import Fleet
@@ -171,16 +174,53 @@ def _started_message(started: StartedTask) -> None:
         say(f"{what} started on {node.host.name} GPU {indices} ({','.join(node.gpu_uuids)})")
 
 
+def _waiting_here(request: DispatchRequest) -> Callable[[str], None]:
+    """The queue's messages; `--wait --detach` in local mode first says that it waits here:
+    no server holds the queue to start the task later."""
+    told = not request.wait
+
+    def on_wait(message: str) -> None:
+        nonlocal told
+        if not told:
+            told = True
+            say("no fleet serve here: this waits for the GPUs, then detaches once the task "
+                "runs (through fleet serve, --wait --detach returns once the task is queued)")
+        say(message)
+
+    return on_wait
+
+
+async def _enqueue(service: RemoteFleet, request: DispatchRequest, explain: bool,
+                   as_json: bool) -> int:
+    """`--wait --detach` through a server: queued there (or started at once), then return."""
+    task_id, started = await service.enqueue(request, on_wait=say, explain=explain)
+    if started is not None:
+        _started_message(started)
+    else:
+        say(f"task {task_id} is queued; fleet serve starts it when it fits "
+            f"(`fleet tasks {task_id}`, `fleet logs -f {task_id}`, `fleet cancel {task_id}`)")
+    if as_json:
+        echo_json({"task_id": task_id, "state": "queued" if started is None else "running",
+                   "host": None if started is None else started.host.name,
+                   "gpu_uuids": [] if started is None else list(started.gpu_uuids)})
+    else:
+        click.echo(task_id)
+    return 0
+
+
 async def _run(service: Service, request: DispatchRequest, *, detach: bool, explain: bool,
                as_json: bool, lost_after_s: float) -> int:
     from fleet.errors import NoPlacement
 
     try:
+        if detach and request.wait and service.remote:
+            return await _enqueue(cast("RemoteFleet", service), request, explain, as_json)
         if detach:
-            started = await service.submit(request, on_wait=say, explain=explain)
+            started = await service.submit(request, on_wait=_waiting_here(request), explain=explain)
             _started_message(started)
             if as_json:
-                echo_json({"task_id": started.task_id, "host": started.host.name,
+                echo_json({"task_id": started.task_id, "state": "running",
+                           "host": started.host.name,
                            "gpu_uuids": list(started.gpu_uuids), "remote_dir": started.task_dir,
                            "nodes": [{"task_id": node.task_id, "host": node.host.name,
                                       "gpu_uuids": list(node.gpu_uuids)}

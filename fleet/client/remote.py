@@ -293,6 +293,30 @@ class RemoteFleet:
         assert stream.started is not None  # read() returns at `started` when not following
         return stream.started
 
+    async def enqueue(self, request: DispatchRequest, *,
+                      on_wait: Callable[[str], None] | None = None, explain: bool = False
+                      ) -> tuple[int, StartedTask | None]:
+        """Hand a task to the server to queue (`--wait --detach`): returns once it waits in
+        the server's queue (None) or runs (its StartedTask), with its id; the server starts
+        a queued task when it fits, whether or not this client is still there."""
+        from dataclasses import replace
+
+        import msgspec
+
+        from fleet.client.task_stream import DispatchStream
+        from fleet.dispatch.staging import pack
+
+        stream = DispatchStream(self.transport, on_wait=on_wait)
+        submitted = msgspec.structs.replace(pack(replace(request, wait=True), follow=False,
+                                                 explain=explain),
+                                            until_queued=True)
+        try:
+            await stream.read(submitted)
+        except ServerUnavailable as exc:
+            raise stream.lost(exc) from exc
+        assert stream.task_id is not None
+        return stream.task_id, stream.started
+
     async def dispatch(
         self,
         request: DispatchRequest,

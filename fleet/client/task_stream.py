@@ -68,8 +68,11 @@ class DispatchStream:
                     self.task_id = decode(data, wire.SubmittedEvent).task_id
                     if submitted.array is not None and not submitted.follow:
                         return  # a detached array: the server drives it from here
-                elif event == "waiting" and self.on_wait is not None:
-                    self.on_wait(decode(data, wire.WaitingEvent).message)
+                elif event == "waiting":
+                    if self.on_wait is not None:
+                        self.on_wait(decode(data, wire.WaitingEvent).message)
+                    if submitted.until_queued and not submitted.follow:
+                        return  # queued: the server starts it when it fits
                 elif event == "started":
                     self.started = started_task(decode(data, wire.StartedEvent))
                     if self.on_started is not None:

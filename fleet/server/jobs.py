@@ -230,6 +230,8 @@ async def run_dispatch(fleet: Fleet, job: DispatchJob, request: DispatchRequest,
 
     def on_wait(message: str) -> None:
         job.emit("waiting", wire.WaitingEvent(message))
+        if submitted.until_queued and not submitted.follow:
+            job.end_stream()  # --wait --detach: the client has its place in the queue
 
     kept = False
     try:

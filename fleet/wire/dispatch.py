@@ -54,6 +54,9 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     wait: bool = False
     queue_timeout_s: DurationS = 24 * 3600.0
     follow: bool = True  # False (--detach): the stream ends once the task runs
+    # With wait and not follow (--wait --detach): the stream ends once the task waits in the
+    # queue (its first `waiting`) or runs, whichever is first; the server starts it later.
+    until_queued: bool = False
     explain: bool = False  # the started event carries the placement's explanation
     lost_after_s: DurationS | None = None
     notify: bool = False  # --notify: the task's events carry notify: true

@@ -59,3 +59,26 @@ async def test_ctrl_c_on_logs_f_detaches_with_130(dispatch_lab: LabFactory) -> N
             follower.kill()
             await follower.wait()
         lab.kill_tasks()
+
+
+async def test_wait_detach_in_local_mode_says_it_waits_here(dispatch_lab: LabFactory) -> None:
+    lab = await dispatch_lab(1)
+    held = await lab.cli.run("--json", "reserve", "--gpus", "1")
+    assert held.returncode == 0, held.stderr
+    (allocation,) = held.json()["allocation_ids"]
+    quick = _script(lab, "quick.py", "print('ok')\n")
+    waiter = await lab.spawn("dispatch", "--wait", "--detach", str(quick))
+    try:
+        assert waiter.stderr is not None
+        first = await asyncio.wait_for(waiter.stderr.readline(), 30)
+        assert first.startswith(b"fleet: no fleet serve here: this waits for the GPUs"), first
+        released = await lab.cli.run("release", str(allocation))
+        assert released.returncode == 0, released.stderr
+        stdout, stderr = await asyncio.wait_for(waiter.communicate(), 60)
+        assert waiter.returncode == 0, stderr.decode()
+        assert stdout.decode().strip().isdigit()  # the task id, once it runs
+    finally:
+        if waiter.returncode is None:
+            waiter.kill()
+            await waiter.wait()
+        lab.kill_tasks()

@@ -11,7 +11,8 @@ from fleet.client.remote import RemoteFleet
 from fleet.service import Fleet
 from fleet.ssh.options import SshOptions
 
-REMOTE_ONLY = {"live_snapshot", "whoami", "close", "socket_path", "place_report"}
+REMOTE_ONLY = {"live_snapshot", "whoami", "close", "socket_path", "place_report",
+               "enqueue"}
 MODE_FLAG = "remote"  # a plain attribute on both: False on Fleet, True on RemoteFleet
 
 
