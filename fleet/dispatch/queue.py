@@ -257,6 +257,8 @@ async def wait_and_claim_nodes(
         ahead = standing.ahead
         now = time.time()
         result = place(request, candidates, allocations, now)
+        if result.host is None:
+            refuse_if_never_fits(task_id, request, candidates, now)
         over = over_gpu_limit(mine, standing.held.get(owner, 0), request.total_gpus)
         if over is None and result.host is not None and not blocked_by_ahead(
                 node_gpus(result), ahead, candidates, allocations, now):
@@ -280,6 +282,22 @@ async def wait_and_claim_nodes(
                               explanation=render_explain(result))
         await asyncio.sleep(min(interval, remaining))
         interval = min(interval * 1.5, MAX_POLL_S)
+
+
+def refuse_if_never_fits(task_id: int, request: PlacementRequest, candidates: CandidateSet,
+                         now: float) -> None:
+    """NoPlacement (exit 7) when no host could ever take the request, even with every GPU free
+    and every host up (more GPUs than any host has, a model or label none has): waiting
+    would only end at the queue timeout."""
+    from fleet.placement.feasible import never_fits
+
+    impossible = never_fits(request, candidates, now)
+    if impossible is not None:
+        from fleet.render.explain import render_explain
+
+        raise NoPlacement(f"task {task_id} can never start on these hosts, even with every GPU "
+                          f"free and every host up: {impossible.summary()}",
+                          explanation=render_explain(impossible))
 
 
 async def _try_claim(context: FleetContext, placement: PlacementService,

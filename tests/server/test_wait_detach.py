@@ -46,13 +46,29 @@ async def test_a_task_queued_by_wait_detach_is_cancelled_in_the_server_queue(
         serve_lab: ServeLabFactory) -> None:
     lab = await serve_lab(1)
     await lab.serve()
+    held = await lab.run("--json", "reserve", "--gpus", "1")
+    assert held.returncode == 0, held.stderr
     script = _script(lab, "sleep.py", SLEEPER)
-    queued = await lab.run("--json", "dispatch", "--wait", "--detach", "--gpus", "2",
-                           str(script), "0")
+    queued = await lab.run("--json", "dispatch", "--wait", "--detach", str(script), "0")
     assert queued.returncode == 0, queued.stderr
     task_id = queued.json()["task_id"]
     cancelled = await lab.run("cancel", str(task_id))
     assert cancelled.returncode == 0, cancelled.stderr
     row = await _wait_state(lab, task_id, {"cancelled"})
     assert row["state"] == "cancelled", row
-    assert (await lab.run("--json", "allocations")).json()["allocations"] == []
+    allocations = (await lab.run("--json", "allocations")).json()["allocations"]
+    assert [allocation["kind"] for allocation in allocations] == ["reservation"]
+
+
+async def test_a_task_that_can_never_fit_is_refused_not_queued_for_a_day(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1)
+    await lab.serve()
+    script = _script(lab, "sleep.py", SLEEPER)
+    for mode in ({}, {"FLEET_SERVER": "local"}):
+        refused = await lab.run("dispatch", "--wait", "--detach", "--gpus", "2", str(script),
+                                "0", env=mode)
+        assert refused.returncode == 7, (mode, refused.stdout + refused.stderr)
+        assert "can never start on these hosts, even with every GPU free" in refused.stderr
+    assert [(t["state"], "can never start" in t["error"]) for t in await _tasks(lab)] == \
+        [("failed", True), ("failed", True)]
