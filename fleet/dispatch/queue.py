@@ -234,6 +234,9 @@ async def wait_and_claim_nodes(
     limit_conf = limit_settings(settings)
     groups_of = group_lookup()
     mine = limits_for(LimitSettings() if override_limits else limit_conf, owner, groups_of)
+    beyond = over_gpu_limit(mine, 0, request.total_gpus)
+    if beyond is not None:  # more than the owner may ever hold: waiting cannot help
+        raise LimitReached(f"task {task_id} can never start: {beyond}")
 
     def held_back(other: str, held: int, wanted: int) -> bool:
         return over_gpu_limit(limits_for(limit_conf, other, groups_of), held, wanted) is not None

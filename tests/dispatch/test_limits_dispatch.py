@@ -38,3 +38,20 @@ async def test_over_the_limit_is_refused_and_override_limits_runs_it_on_record(
     (event,) = json.loads(events.stdout)["events"]
     assert event["task_id"] == tasks[1]["id"] and "of ann ignores the limits" in \
         event["message"]
+
+
+@pytest.mark.slow
+async def test_a_queued_request_beyond_the_limit_itself_is_refused_at_once(
+        dispatch_lab: LabFactory) -> None:
+    lab = await dispatch_lab(2)
+    config = lab.cli.home / ".config" / "fleet" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("limits:\n  max_gpus_per_user: 1\n")
+    script = _script(lab, "quick.py", "print('ran')\n")
+    refused = await lab.cli.run("dispatch", "--wait", "--gpus", "2", str(script),
+                                env={"FLEET_OWNER": "ann"})
+    assert refused.returncode == 7, refused.stderr  # it waited out --queue-timeout (24 h)
+    assert "can never start: limits.max_gpus_per_user = 1: ann holds 0 GPU(s) and asks for " \
+        "2 more" in refused.stderr
+    (task,) = await _tasks(lab)
+    assert task["state"] == "failed"
