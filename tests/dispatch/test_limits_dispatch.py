@@ -15,13 +15,19 @@ from tests.dispatch.test_dispatch_cli import _script, _tasks
 LabFactory = Callable[..., Awaitable[DispatchLab]]
 
 
-@pytest.mark.slow
-async def test_over_the_limit_is_refused_and_override_limits_runs_it_on_record(
-        dispatch_lab: LabFactory) -> None:
+async def _lab_limited_to_one_gpu(dispatch_lab: LabFactory) -> DispatchLab:
+    """A host with 2 GPUs, and `limits.max_gpus_per_user: 1` in the settings."""
     lab = await dispatch_lab(2)
     config = lab.cli.home / ".config" / "fleet" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("limits:\n  max_gpus_per_user: 1\n")
+    return lab
+
+
+@pytest.mark.slow
+async def test_over_the_limit_is_refused_and_override_limits_runs_it_on_record(
+        dispatch_lab: LabFactory) -> None:
+    lab = await _lab_limited_to_one_gpu(dispatch_lab)
     held = await lab.cli.run("--json", "reserve", "--gpus", "1", env={"FLEET_OWNER": "ann"})
     assert held.returncode == 0, held.stderr
     script = _script(lab, "quick.py", "print('ran')\n")
@@ -43,10 +49,7 @@ async def test_over_the_limit_is_refused_and_override_limits_runs_it_on_record(
 @pytest.mark.slow
 async def test_a_queued_request_beyond_the_limit_itself_is_refused_at_once(
         dispatch_lab: LabFactory) -> None:
-    lab = await dispatch_lab(2)
-    config = lab.cli.home / ".config" / "fleet" / "config.yaml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("limits:\n  max_gpus_per_user: 1\n")
+    lab = await _lab_limited_to_one_gpu(dispatch_lab)
     script = _script(lab, "quick.py", "print('ran')\n")
     refused = await lab.cli.run("dispatch", "--wait", "--gpus", "2", str(script),
                                 env={"FLEET_OWNER": "ann"})
