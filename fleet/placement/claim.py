@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -64,11 +65,15 @@ def claim(
     expires_at: int | None = None,
     now: int | None = None,
     limits: UserLimits | None = None,
+    hold_s: float | None = None,
 ) -> Claim:
     """Allocate these GPUs of `host`, all or none, in one transaction.
 
     With `limits`, LimitReached (exit 7) when the owner would hold more GPUs than their
     `max_gpus_per_user` (checked in the same transaction).
+
+    With `hold_s` (instead of `expires_at`) the claim expires that many seconds (rounded up)
+    after it is made: a `reserve --for 1m` holds a whole minute, however long placement took.
 
     Expired reservations are released first (in the same transaction), so an expired hold never
     blocks a claim. Raises fleet.errors.AllocationConflict naming the GPUs another claim holds
@@ -88,6 +93,8 @@ def claim(
                 # The write lock is held from here: a claim that waited for it is timed now,
                 # after any release it waited on, so a GPU's allocation intervals never overlap.
                 moment = max(moment, int(time.time()))
+            if hold_s is not None:
+                expires_at = moment + math.ceil(hold_s)
             reader = SessionReader(session)
             ids = gpu_ids_by_index(reader, host, indices)
             unknown = [index for index in indices if index not in ids]

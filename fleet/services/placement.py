@@ -140,7 +140,7 @@ class PlacementService:
         owner: str | None = None,
         task_id: int | None = None,
         note: str | None = None,
-        expires_at: int | None = None,
+        hold_s: float | None = None,
         snapshot: FleetSnapshot | None = None,
         attempts: int = DEFAULT_CLAIM_ATTEMPTS,
         limits: UserLimits | None = None,
@@ -148,7 +148,7 @@ class PlacementService:
         """Place `request` and claim the chosen GPUs in one transaction; retry on a lost race.
 
         With `limits` (the owner's), LimitReached (exit 7) when the claim would put the owner
-        over their GPU limit.
+        over their GPU limit. With `hold_s`, the claim expires that long after it is made.
 
         When another process claims one of the chosen GPUs first, or drained it since placement
         saw it, placement runs again on fresh allocation data and drains (ties broken at random
@@ -174,7 +174,7 @@ class PlacementService:
             try:
                 claimed = await self.context.call("claim GPUs", partial(
                     claim, database, host, indices, kind=kind, owner=who, task_id=task_id,
-                    note=note, expires_at=expires_at, limits=limits))
+                    note=note, hold_s=hold_s, limits=limits))
             except AllocationConflict as exc:
                 conflicts.append(str(exc))
                 snapshot = None  # the snapshot's allocations (or drains) just proved stale
@@ -204,12 +204,11 @@ class PlacementService:
         from fleet.placement.reservations import current_owner
 
         await self.require_policy(request, caller)
-        expires_at = None if duration_s is None else int(self.context.now() + duration_s)
         who = caller.user if caller is not None else owner or current_owner()
         limits = self.user_limits(who)
         check_reservation(limits, duration_s)
         return await self.place_and_claim(request, kind="reservation", owner=who, note=note,
-                                          expires_at=expires_at, limits=limits)
+                                          hold_s=duration_s, limits=limits)
 
     async def reserve_gpus(
         self,
@@ -231,7 +230,6 @@ class PlacementService:
         from fleet.placement.reservations import current_owner
 
         self.context.hosts.spec(host)
-        expires_at = None if duration_s is None else int(self.context.now() + duration_s)
         who = caller.user if caller is not None else owner or current_owner()
         limits = self.user_limits(who)
         check_reservation(limits, duration_s)
@@ -239,7 +237,7 @@ class PlacementService:
         indices = list(gpu_indices)
         return await self.context.call("reserve GPUs", partial(
             claim, database, host, indices, kind="reservation", owner=who, note=note,
-            expires_at=expires_at, limits=limits))
+            hold_s=duration_s, limits=limits))
 
     async def mark_idle(self, settings: IdleSettings) -> IdleOutcome:
         """Mark allocations whose GPUs stay idle, unmark busy ones, release idle reservations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,6 +45,21 @@ async def test_reservation_expires_and_frees_its_gpus(service: fleet.service.Fle
     assert list_allocations(service.database, now=later) == []
     (expired, _) = list_allocations(service.database, active_only=False)
     assert (expired.release_reason, expired.note, expired.owner) == ("expired", "short", "ann")
+
+
+async def test_a_reservation_holds_its_whole_duration_however_long_placement_took(
+        service: fleet.service.Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_place = service.placement_service.place
+
+    async def slow_place(*args: object, **kwargs: object) -> object:
+        await asyncio.sleep(1.2)  # placement (a probe of stale hosts) takes its time
+        return await real_place(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service.placement_service, "place", slow_place)
+    held = await service.reserve(PlacementRequest(gpus=1), duration_s=60, owner="ann")
+    assert held.expires_at is not None and held.expires_at - held.created_at == 60
+    picked = await service.reserve_gpus("n2", [1], duration_s=0.5, owner="ann")
+    assert picked.expires_at is not None and picked.expires_at - picked.created_at == 1
 
 
 async def test_claim_releases_expired_holds_in_the_same_transaction(
