@@ -16,6 +16,7 @@ from fleet.discovery import ADOPTED_SPEC_SOURCE
 from fleet.fanout import HostStatus
 from fleet.health.apply import record_host_outcome
 from fleet.model import HostSpec
+from fleet.monitor.clock import one_shot_time
 from fleet.reports import GpuReport, ProbeReport
 
 if TYPE_CHECKING:
@@ -45,7 +46,10 @@ def record_statuses(target: Session | SqlWriter, statuses: Sequence[HostStatus],
     """Store one fan-out's outcome in one transaction (committed by record_samples).
 
     Each host's state and event follow fleet.health.host_state's rule, the monitor's too: one
-    probe decides (a failed `fleet status` has waited its whole timeout).
+    probe decides (a failed `fleet status` has waited its whole timeout). A reading is stored
+    at its own time, unless the host's clock is off the controller's by more than the
+    monitor's tolerance: then at the time its reply arrived (fleet.monitor.clock.one_shot_time),
+    so that the rollups, which close minutes on the controller's clock, see it.
     """
     writer = writer_of(target)
     moment = int(now if now is not None else time.time())
@@ -57,17 +61,17 @@ def record_statuses(target: Session | SqlWriter, statuses: Sequence[HostStatus],
         record_host_outcome(writer, host_id, status.spec.name, status.state, status.reason,
                             now=moment)
         if status.report is not None:
+            taken = one_shot_time(status.report.timestamp, status.finished_at)
             host_sample, samples = _record_report(writer, host_id, status.spec.name,
-                                                  status.report, moment)
+                                                  status.report, moment, int(taken * 1000))
             host_samples.append(host_sample)
             gpu_samples.extend(samples)
     record_samples(writer, host_samples, gpu_samples)
 
 
 def _record_report(writer: SqlWriter, host_id: int, host_name: str, report: ProbeReport,
-                   now: int) -> tuple[HostSampleIn, list[GpuSampleIn]]:
+                   now: int, ts_ms: int) -> tuple[HostSampleIn, list[GpuSampleIn]]:
     gpu_ids = record_report_facts(writer, host_id, host_name, report, now)
-    ts_ms = int(report.timestamp * 1000)
     samples = []
     for gpu in report.gpus:
         gpu_id = gpu_ids[gpu.index]

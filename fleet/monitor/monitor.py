@@ -242,6 +242,25 @@ class Monitor:
         self._failing[name] = (outcome, reason)
         self._update(replace(self._hosts[name], reason=f"{outcome}: {reason}"))
 
+    def on_clock_skew(self, spec: HostSpec, offset: float, skewed: bool) -> None:
+        """`spec`'s clock went beyond fleet.monitor.clock's tolerance, or came back within it:
+        a `clock_skew` event (warning; info when back in step)."""
+        from fleet.monitor.clock import CLOCK_SKEW_TOLERANCE_S, describe_offset
+
+        name = spec.name
+        if skewed:
+            message = (f"{name}: clock {describe_offset(offset)} the controller's (more than "
+                       f"{CLOCK_SKEW_TOLERANCE_S:g} s): its samples are stored at controller "
+                       f"time, its own time {offset:+.1f} s")
+        else:
+            message = (f"{name}: clock back in step with the controller's "
+                       f"({describe_offset(offset)})")
+        self.writer.add_event(EventIn(
+            ts=time.time(), kind="clock_skew", severity="warning" if skewed else "info",
+            message=message, host=name,
+            data={"offset_s": round(offset, 3), "skewed": skewed},
+        ))
+
     def _observe_failures(self) -> None:
         """Once per interval, count one failed outcome for every failing host and record it.
 

@@ -1,8 +1,10 @@
 """One host's streaming probe: a long-lived probe process over one channel, restarted on stalls.
 
 The host's loop: get the pooled connection, start `python3 -c BOOTSTRAP` fed the stream program,
-read one JSON line per interval. A probe silent for `stall_intervals` intervals is killed and
-restarted; a failed connection is reported and retried with exponential backoff and jitter.
+read one JSON line per interval, each stamped on the controller's clock (fleet.monitor.clock: a
+host whose clock is off has its readings moved by its offset). A probe silent for
+`stall_intervals` intervals is killed and restarted; a failed connection is reported and
+retried with exponential backoff and jitter.
 Hosts without a usable python3 are read with the one-shot probe (nvidia-smi fallback) instead.
 """
 
@@ -11,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from msgspec.structs import replace as replace_struct
+
 from fleet.errors import HostError, HostUnreachable, ProbeError
 from fleet.health.host_state import outcome_of
 from fleet.model import HostOutcome, HostSpec
+from fleet.monitor.clock import ClockOffset, describe_offset
 from fleet.monitor.lines import OverlongLine
 from fleet.monitor.settings import MonitorSettings
 from fleet.probe.bundle import PYTHON_TOO_OLD_EXIT, probe_command, probe_program
@@ -45,6 +51,10 @@ class HostSink(Protocol):
     def on_report(self, spec: HostSpec, report: ProbeReport) -> None: ...
 
     def on_failure(self, spec: HostSpec, outcome: HostOutcome, reason: str) -> None: ...
+
+    def on_clock_skew(self, spec: HostSpec, offset: float, skewed: bool) -> None:
+        """The host's clock went beyond the tolerance (`skewed`) or came back within it;
+        `offset` is the controller's time minus the host's, in seconds."""
 
 
 @dataclass
@@ -93,6 +103,8 @@ class HostStream:
         self._stopping = asyncio.Event()
         self._channel: asyncssh.SSHClientChannel[bytes] | None = None
         self._remote_pid: int | None = None
+        # The host's clock against the controller's (kept across probes: it is the host's).
+        self.clock = ClockOffset()
         self._stall: _StallTimer | None = None  # the running probe's
         self._next_stall_limit = 0.0
 
@@ -167,6 +179,8 @@ class HostStream:
         first_deadline = timeout + self.settings.stall_timeout
         stall = self._stall = _StallTimer(first_deadline)
         self._next_stall_limit = first_deadline
+        # Before the session opens: its first line (the pid) can arrive before it returns.
+        self._remote_pid = None
         try:
             channel, session = await asyncio.wait_for(open_probe_session(
                 conn, stream_command(self.spec.python), self._take_line, MAX_LINE_BYTES),
@@ -177,7 +191,6 @@ class HostStream:
             raise HostUnreachable(self.spec.name, f"cannot start the probe: {exc}") from exc
         self.stats.probes_started += 1
         self._channel = channel
-        self._remote_pid = None
         exited_cleanly = False
         try:
             channel.write(self._program())
@@ -240,9 +253,31 @@ class HostStream:
             self._garbage(exc.detail)
             return
         self._next_stall_limit = self.settings.stall_timeout
+        self._deliver(report, time.time())
+
+    def _deliver(self, report: ProbeReport, arrival: float) -> None:
+        """Hand a reading to the sink, stamped on the controller's clock (fleet.monitor.clock:
+        its own `ts` plus the host's clock offset, when that is beyond the tolerance)."""
+        clock = self.clock
+        if clock.observe(report.timestamp, arrival):
+            self._clock_changed()
+        if clock.skewed:
+            report = replace_struct(report, timestamp=report.timestamp + clock.correction)
         self.stats.reports += 1
         self._backoff.reset()
         self.sink.on_report(self.spec, report)
+
+    def _clock_changed(self) -> None:
+        clock = self.clock
+        offset = clock.correction if clock.skewed else clock.estimate
+        if clock.skewed:
+            log.warning("%s: its clock is %s the controller's: its readings are stored at "
+                        "their time %+.1f s", self.spec.name, describe_offset(offset),
+                        offset)
+        else:
+            log.info("%s: its clock is in step with the controller's again (%s)",
+                     self.spec.name, describe_offset(offset))
+        self.sink.on_clock_skew(self.spec, offset, clock.skewed)
 
     def _garbage(self, why: str) -> None:
         self.stats.garbage_lines += 1
@@ -282,9 +317,7 @@ class HostStream:
                 conn, self.spec, timeout=self.pool.options.command_timeout,
                 tasks_dir=self.settings.tasks_dir,
             )
-            self.stats.reports += 1
-            self._backoff.reset()
-            self.sink.on_report(self.spec, report)
+            self._deliver(report, time.time())
             await self._sleep(max(0.0, self.settings.interval - (loop.time() - started)))
 
 
