@@ -109,8 +109,8 @@ class HostHistoryPoint:
     """One raw sample, or one bucket (ts_ms = bucket start), of one host.
 
     Network counters are the host's cumulative byte counters; `net_*_bps` is the increase per
-    second within the bucket (None for a raw sample or a bucket with one sample; a counter reset
-    inside a bucket makes it meaningless for that bucket).
+    second within the bucket (None for a raw sample or a bucket with one sample), summed from
+    consecutive samples; after a counter reset (a reboot) the new value counts from zero.
     """
 
     host: str

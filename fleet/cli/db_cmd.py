@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from fleet.cli.context import echo_json, global_options, json_option
 from fleet.cli.runner import run_async
 from fleet.render.exit_codes import EXIT_FAILED
+
+if TYPE_CHECKING:
+    from fleet.monitor.config import Settings
 
 
 @click.group("db")
@@ -31,6 +36,20 @@ def _regular_destination(_ctx: click.Context, _param: click.Parameter, value: Pa
         raise click.BadParameter(f"{value} exists and is not a regular file; a backup only "
                                  "creates or (with --force) replaces a regular file")
     return value
+
+
+def _check_destination(destination: Path, *, force: bool) -> None:
+    """Refuse, as bad input (exit 2), a FILE that exists without --force or whose directory
+    does not exist; the backup checks again as it writes (it may have changed since)."""
+    from fleet.errors import ConfigError
+
+    path = destination.expanduser()
+    if path.exists() and not force:
+        raise ConfigError(f"{destination} already exists: pass --force to replace it, or name "
+                          "another FILE")
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot back up to {destination}: directory {path.parent} does not "
+                          "exist (create it first)")
 
 
 _DAYS = click.FloatRange(min=0, max=36_500, min_open=True)  # up to a century
@@ -62,8 +81,8 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
     SQLite: the online backup API, checked with quick_check. PostgreSQL: pg_dump's custom
     format (restore with pg_restore), listed with pg_restore --list; exits 2 when pg_dump is
     not installed. FILE is created with mode 0600 and renamed into place only when complete.
-    Refuses to overwrite FILE without --force, and a FILE that is not a regular file (a
-    device, a FIFO) even with it.
+    Refuses (exit 2) to overwrite FILE without --force, a FILE whose directory does not
+    exist, and a FILE that is not a regular file (a device, a FIFO) even with --force.
 
     \b
     Examples:
@@ -73,6 +92,7 @@ def db_backup(ctx: click.Context, destination: Path, force: bool) -> int:
     from fleet.services.database import backup
 
     options = global_options(ctx)
+    _check_destination(destination, force=force)
     result = backup(options.db_url, destination, force=force)
     if options.as_json:
         echo_json({"source": result.source, "destination": str(result.destination),
@@ -168,35 +188,82 @@ def db_copy(ctx: click.Context, source: str, target: str, force: bool, batch_row
     return 0
 
 
+FOREVER = "forever"
+
+
+def _rollup_days(ctx: click.Context, param: click.Parameter, value: str | None
+                 ) -> float | str | None:
+    """A number of days as --raw-days takes it, or FOREVER (what `rollup_days: null` says)."""
+    if value is None or value.strip().lower() == FOREVER:
+        return None if value is None else FOREVER
+    try:
+        days = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a number of days nor "
+                                 f"'{FOREVER}'") from None
+    return float(_DAYS.convert(_finite(ctx, param, days), param, ctx))
+
+
+def _finite_or_none(ctx: click.Context, param: click.Parameter, value: float | None
+                    ) -> float | None:
+    return None if value is None else _finite(ctx, param, value)
+
+
 @db_group.command("retention")
-@click.option("--raw-days", type=_DAYS, default=7.0, callback=_finite, show_default=True,
-              help="Keep raw samples this many days.")
-@click.option("--rollup-days", type=_DAYS, default=365.0, callback=_finite, show_default=True,
-              help="Keep 1- and 5-minute GPU rollups this many days.")
+@click.option("--raw-days", type=_DAYS, default=None, callback=_finite_or_none, metavar="DAYS",
+              help="Keep raw host and GPU samples this many days "
+                   "[settings: retention.raw_days, 7].")
+@click.option("--rollup-days", default=None, callback=_rollup_days, metavar="DAYS|forever",
+              help="Keep 1- and 5-minute GPU rollups this many days, or forever "
+                   "[settings: retention.rollup_days, 365; null is forever].")
 @json_option
 @click.pass_context
-def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int:
+def db_retention(ctx: click.Context, raw_days: float | None,
+                 rollup_days: float | str | None) -> int:
     """Roll raw GPU samples up into 1-minute and 5-minute buckets and prune old rows, now.
 
     `fleet monitor` does this itself every few minutes; this is for a database whose monitor
-    is not running. Safe to repeat: minutes already rolled up are not counted twice, and raw
-    samples are never deleted before they are rolled up.
+    is not running. Without options it keeps exactly what the monitor keeps: the effective
+    `retention:` settings (`fleet config show`: defaults, the settings file, the inventory's
+    `settings:`); --raw-days and --rollup-days override one value each. What is kept, and
+    where each value comes from, is printed before the counts of what was rolled up and
+    deleted. Safe to repeat: minutes already rolled up are not counted twice, and raw samples
+    are never deleted before they are rolled up.
 
     \b
     Examples:
       fleet db retention
       fleet db retention --raw-days 2 --rollup-days 730
+      fleet db retention --rollup-days forever
     """
-    from fleet.health.retention import RetentionResult
+    from fleet.errors import ConfigError
+    from fleet.health.retention import DAY_S, RetentionResult
     from fleet.service import open as open_fleet
 
     options = global_options(ctx)
+    overrides: dict[str, float | None] = {}
+    if raw_days is not None:
+        overrides["raw_days"] = raw_days
+    if rollup_days is not None:
+        overrides["rollup_days"] = None if rollup_days == FOREVER else float(rollup_days)
 
-    async def run() -> RetentionResult:
+    async def run() -> tuple[Settings, float, RetentionResult]:
         async with open_fleet(options.db_url, options.inventory_path) as service:
-            return await service.apply_retention(raw_days=raw_days, rollup_days=rollup_days)
+            # The settings the monitor runs with (fleet monitor, fleet serve), the given
+            # options on top: the one place retention settings are read.
+            try:
+                settings = service.monitor_settings().with_values("retention", **overrides)
+            except ValueError as exc:
+                raise ConfigError(f"retention: {exc}") from exc
+            retention = settings.retention
+            now = time.time()
+            if not options.as_json:
+                click.echo(_retention_plan(settings, now))
+            result = await service.apply_retention(retention, now)
+            return settings, now, result
 
-    result = run_async(run)
+    settings, now, result = run_async(run)
+    retention = settings.retention
     data = {"rollup_buckets": result.rollup.buckets,
             "rollup_5m_buckets": result.rollup_5m.buckets,
             "gpu_samples_deleted": result.pruned.gpu_samples,
@@ -204,7 +271,35 @@ def db_retention(ctx: click.Context, raw_days: float, rollup_days: float) -> int
             "rollups_deleted": result.pruned.gpu_rollups,
             "rollups_5m_deleted": result.pruned.gpu_rollups_5m}
     if options.as_json:
-        echo_json(data)
+        echo_json({**data, "raw_days": retention.raw_days, "rollup_days": retention.rollup_days,
+                   "raw_before": now - retention.raw_days * DAY_S,
+                   "rollup_before": None if retention.rollup_days is None
+                   else now - retention.rollup_days * DAY_S,
+                   "origins": {key: settings.origins.get(f"retention.{key}", "default")
+                               for key in ("raw_days", "rollup_days")}})
     else:
         click.echo(", ".join(f"{key.replace('_', ' ')}: {value}" for key, value in data.items()))
     return 0
+
+
+def _retention_plan(settings: Settings, now: float) -> str:
+    """What one retention pass keeps and deletes, and where each value comes from."""
+    from fleet.health.retention import DAY_S
+    from fleet.timeparse import format_time
+
+    retention = settings.retention
+
+    def origin(key: str) -> str:
+        return settings.origins.get(f"retention.{key}", "default")
+
+    raw = (f"keeping raw samples {retention.raw_days:g} days (retention.raw_days, "
+           f"{origin('raw_days')}): deleting those before "
+           f"{format_time(now - retention.raw_days * DAY_S)} (GPU samples once rolled up)")
+    if retention.rollup_days is None:
+        rollups = (f"keeping 1- and 5-minute rollups forever (retention.rollup_days, "
+                   f"{origin('rollup_days')})")
+    else:
+        rollups = (f"keeping 1- and 5-minute rollups {retention.rollup_days:g} days "
+                   f"(retention.rollup_days, {origin('rollup_days')}): deleting those before "
+                   f"{format_time(now - retention.rollup_days * DAY_S)}")
+    return f"{raw}\n{rollups}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,8 @@ SEVERITY_CHOICES = ("info", "warning", "error", "critical")
 @click.command()
 @click.option("--since", default="1d", show_default=True, metavar="TIME",
               help="Start: a duration ago (2h), an ISO time, or epoch seconds.")
-@click.option("--until", default=None, metavar="TIME", help="End time [default: now].")
+@click.option("--until", default=None, metavar="TIME",
+              help="End time, exclusive (since <= time < until) [default: now].")
 @click.option("--severity", type=click.Choice(SEVERITY_CHOICES), default=None,
               help="This severity and worse.")
 @host_option("Only events about this host.", name="host", metavar="NAME")
@@ -32,6 +34,9 @@ SEVERITY_CHOICES = ("info", "warning", "error", "critical")
 def events(ctx: click.Context, since: str, until: str | None, severity: str | None,
            host: str | None, kind: str | None, limit: int) -> int:
     """Show recorded events, oldest first (the newest N within the range).
+
+    The range is half-open, as in `fleet history`: an event at --since is shown, one at
+    --until is not (events are stamped in whole seconds).
 
     Kinds include host_down, host_up, gpu_hot, gpu_cooled, gpu_failed, gpu_degraded,
     gpu_recovered, gpu_count_changed, driver_version_changed, gpu_changed, host_drained,
@@ -56,10 +61,13 @@ def events(ctx: click.Context, since: str, until: str | None, severity: str | No
     if until_epoch is not None and until_epoch < since_epoch:
         raise ConfigError(f"--until ({until}) is before --since ({since})")
 
+    # Events are stamped in whole seconds: since <= ts < until holds for exactly the seconds
+    # from ceil(since) to ceil(until) - 1.
     async def run() -> list[EventView]:
         async with open_service(options) as service:
             return await service.events(
-                since=int(since_epoch), until=None if until_epoch is None else int(until_epoch) + 1,
+                since=math.ceil(since_epoch),
+                until=None if until_epoch is None else math.ceil(until_epoch),
                 severity=cast("Severity | None", severity), host=host, kind=kind, limit=limit)
 
     rows = run_async(run)

@@ -277,24 +277,39 @@ async def reserve_gpus(request: web.Request) -> web.Response:
     return json_reply(allocations.claim_to_wire(claimed))
 
 
+def _history_limit(limit: int | None) -> int:
+    """The most points a history reply holds (history.reply_limit); a limit over the server's
+    maximum is bad input (400, exit 2), so that no one client makes it hold every sample."""
+    from fleet.errors import ConfigError
+
+    try:
+        return history.reply_limit(limit)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 async def gpu_history(request: web.Request) -> web.Response:
-    """GPU samples or buckets between two times (`Fleet.gpu_history`)."""
+    """GPU samples or buckets between two times (`Fleet.gpu_history`), at most
+    history.MAX_HISTORY_POINTS of them; `truncated` when the range holds more."""
     wanted = query(request, history.GpuHistoryQuery)
     if wanted.gpu is not None:
         check_target(wanted.gpu, "gpu")
+    limit = _history_limit(wanted.limit)
     points = await request.app[FLEET].gpu_history(
         since=wanted.since, until=wanted.until, host=wanted.host, gpu=wanted.gpu,
-        bucket_s=wanted.bucket_s, limit=wanted.limit)
-    return json_reply(history.history_to_wire(points))
+        bucket_s=wanted.bucket_s, limit=limit + 1)
+    return json_reply(history.history_to_wire(points[:limit], len(points) > limit))
 
 
 async def host_history(request: web.Request) -> web.Response:
-    """Host samples or buckets between two times (`Fleet.host_history`)."""
+    """Host samples or buckets between two times (`Fleet.host_history`), bounded as
+    gpu_history."""
     wanted = query(request, history.HostHistoryQuery)
+    limit = _history_limit(wanted.limit)
     points = await request.app[FLEET].host_history(
         since=wanted.since, until=wanted.until, host=wanted.host, bucket_s=wanted.bucket_s,
-        limit=wanted.limit)
-    return json_reply(history.host_history_to_wire(points))
+        limit=limit + 1)
+    return json_reply(history.host_history_to_wire(points[:limit], len(points) > limit))
 
 
 async def drain_target(request: web.Request) -> web.Response:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from db.backup import BackupResult, CheckResult
     from db.copy import CopyResult, Progress
     from fleet.context import FleetContext
-    from fleet.health.retention import RetentionResult
+    from fleet.health.retention import RetentionResult, RetentionSettings
 
 
 def _backend(db_url: str | None) -> tuple[str, str]:
@@ -94,14 +94,12 @@ class DatabaseService:
     def __init__(self, context: FleetContext) -> None:
         self.context = context
 
-    async def apply_retention(self, *, raw_days: float, rollup_days: float) -> RetentionResult:
-        """Roll raw GPU samples up into 1- and 5-minute buckets and prune rows older than kept."""
-        from fleet.health.retention import RetentionSettings, apply_retention
+    async def apply_retention(self, settings: RetentionSettings,
+                              now: float | None = None) -> RetentionResult:
+        """Roll raw GPU samples up into 1- and 5-minute buckets and prune rows older than
+        `settings` keep (the monitor's: `monitor_settings().retention`), as of `now`."""
+        from fleet.health.retention import apply_retention
 
-        try:
-            settings = RetentionSettings(raw_days=raw_days, rollup_days=rollup_days)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        now = self.context.now()
+        moment = self.context.now() if now is None else now
         return await self.context.write(
-            "apply retention", lambda session: apply_retention(session, settings, now))
+            "apply retention", lambda session: apply_retention(session, settings, moment))

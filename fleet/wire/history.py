@@ -12,6 +12,12 @@ from fleet.wire.codec import from_wire, to_wire
 if TYPE_CHECKING:
     from fleet.records import GpuHistoryPoint, HostHistoryPoint
 
+# The most points one reply of /v1/history/gpu or /host holds: a request without a limit gets
+# at most this many (`truncated` says whether there were more), and one whose limit is more
+# than this plus one (a client showing this many asks for one more, to learn whether there
+# are more) is refused. ~100 bytes a point on the wire, a few hundred in the server's memory.
+MAX_HISTORY_POINTS = 100_000
+
 
 class GpuHistoryPointWire(Struct, frozen=True, array_like=True):
     """db.types.GpuHistoryPoint: one sample or bucket (ts_ms epoch milliseconds); sent as an
@@ -45,14 +51,17 @@ class GpuHistoryQuery(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class GpuHistoryList(Struct, frozen=True):
-    """`GET /v1/history/gpu`."""
+    """`GET /v1/history/gpu`: the earliest points; `truncated` when the range holds more than
+    the reply (the request's limit, or MAX_HISTORY_POINTS without one)."""
 
     points: tuple[GpuHistoryPointWire, ...]
+    truncated: bool = False
 
 
-def history_to_wire(points: list[GpuHistoryPoint]) -> GpuHistoryList:
+def history_to_wire(points: list[GpuHistoryPoint], truncated: bool = False) -> GpuHistoryList:
     """History points as the reply."""
-    return GpuHistoryList(tuple(to_wire(point, GpuHistoryPointWire) for point in points))
+    return GpuHistoryList(tuple(to_wire(point, GpuHistoryPointWire) for point in points),
+                          truncated)
 
 
 def history_from_wire(reply: GpuHistoryList) -> list[GpuHistoryPoint]:
@@ -91,14 +100,28 @@ class HostHistoryQuery(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class HostHistoryList(Struct, frozen=True):
-    """`GET /v1/history/host`."""
+    """`GET /v1/history/host`: the earliest points; `truncated` as in GpuHistoryList."""
 
     points: tuple[HostHistoryPointWire, ...]
+    truncated: bool = False
 
 
-def host_history_to_wire(points: list[HostHistoryPoint]) -> HostHistoryList:
+def host_history_to_wire(points: list[HostHistoryPoint],
+                         truncated: bool = False) -> HostHistoryList:
     """Host history points as the reply."""
-    return HostHistoryList(tuple(to_wire(point, HostHistoryPointWire) for point in points))
+    return HostHistoryList(tuple(to_wire(point, HostHistoryPointWire) for point in points),
+                           truncated)
+
+
+def reply_limit(limit: int | None) -> int:
+    """How many points a history reply holds at most: `limit`, or MAX_HISTORY_POINTS without
+    one. ValueError for a limit over MAX_HISTORY_POINTS + 1."""
+    if limit is None:
+        return MAX_HISTORY_POINTS
+    if limit > MAX_HISTORY_POINTS + 1:
+        raise ValueError(f"a history reply holds at most {MAX_HISTORY_POINTS} points: ask for "
+                         "buckets (bucket_s, --bucket) or a shorter time range, a part at a time")
+    return limit
 
 
 def host_history_from_wire(reply: HostHistoryList) -> list[HostHistoryPoint]:
