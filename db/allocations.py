@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import case, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -152,7 +152,15 @@ def release_allocations(
 
 
 def expire_reservations(session: Session, now: int) -> int:
-    """Release active allocations whose expires_at has passed; returns how many."""
+    """Release active allocations whose expires_at has passed; returns how many.
+
+    Each is released at its expiry (never before it was made), not at `now`: a hold that
+    expired while nothing was running to release it held its GPU only until then (usage
+    counts it so). That keeps a GPU's allocation intervals apart: no other allocation of the
+    GPU began while this one was active, and any later one begins after this release.
+    """
+    released_at = case((Allocation.expires_at < Allocation.created_at, Allocation.created_at),
+                       else_=Allocation.expires_at)
     result = session.execute(
         update(Allocation)
         .where(
@@ -160,7 +168,7 @@ def expire_reservations(session: Session, now: int) -> int:
             Allocation.expires_at.is_not(None),
             Allocation.expires_at <= now,
         )
-        .values(released_at=now, release_reason="expired")
+        .values(released_at=released_at, release_reason="expired")
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
 

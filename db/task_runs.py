@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from db.models import Allocation, GpuSample, Task
-from db.sql import SqlReader
+from db.models import GpuSample, Task
+from db.sql import SessionReader, SqlReader, chunks, in_list
 
 
 def mark_checked(session: Session, task_id: int, now: int) -> None:
@@ -71,12 +71,21 @@ def queued_count(session: Session, owner: str) -> int:
 
 def held_since(session: Session, owners: Collection[str], since_s: int
                ) -> list[tuple[str, int, int | None]]:
-    """(owner, created_at, released_at) of the owners' allocations still held after since_s."""
+    """(owner, created_at, held_until) of the owners' allocations still held after since_s.
+
+    `held_until` is the view allocation_spans' (what `fleet usage` reads): the earliest of the
+    release, the expiry and the task's end, None while none is known; it may lie in the
+    future (a reservation that has not expired yet)."""
     if not owners:
         return []
-    rows = session.execute(
-        select(Allocation.owner, Allocation.created_at, Allocation.released_at)
-        .where(Allocation.owner.in_(list(owners)),
-               (Allocation.released_at.is_(None)) | (Allocation.released_at > since_s)))
-    return [(owner, int(created), None if released is None else int(released))
-            for owner, created, released in rows]
+    reader = SessionReader(session)
+    found: list[tuple[str, int, int | None]] = []
+    for some_owners in chunks(sorted(owners)):
+        placeholders, parameters = in_list("owner", some_owners)
+        found += [(owner, int(created), None if held is None else int(held))
+                  for owner, created, held in reader.rows(
+                      "SELECT owner, created_at, held_until FROM allocation_spans "
+                      f"WHERE owner IN ({placeholders}) "
+                      "AND (held_until IS NULL OR held_until > :since_s)",
+                      {**parameters, "since_s": since_s})]
+    return found

@@ -24,7 +24,8 @@ class Holding:
     gpu_id: int
     host: str
     gpu_model: str
-    created_s: int  # when the allocation was made (GPUs reserved together share it)
+    allocation_id: int
+    claim_id: int  # the first allocation id of the claim that made it (one `fleet reserve`)
     start_s: float
     end_s: float
 
@@ -44,21 +45,64 @@ class SubmittedTask:
     wait_s: float | None  # submitted → started (None: it never started)
 
 
-def holdings(reader: SqlReader, since_s: float, until_s: float) -> list[Holding]:
-    """Every allocation overlapping [since_s, until_s), cut to it (an active one ends now)."""
+def _other_claim(row: str, host_id: str) -> str:
+    """Whether allocation `row` (on host `host_id`) was made by another claim than holding s's:
+    a claim writes one row per GPU of one host, all with the same kind, owner, time, expiry and
+    note, in one INSERT. (COALESCE(x = y, x IS NULL AND y IS NULL): an equality that is true
+    of two NULLs and never NULL itself.)"""
+    return (f"NOT ({row}.kind = s.kind AND {row}.owner = s.owner "
+            f"AND {row}.created_at = s.created_at "
+            f"AND COALESCE({row}.expires_at = s.expires_at, "
+            f"{row}.expires_at IS NULL AND s.expires_at IS NULL) "
+            f"AND COALESCE({row}.note = s.note, {row}.note IS NULL AND s.note IS NULL) "
+            f"AND {host_id} = gpus.host_id)")
+
+
+# The first allocation id of reservation s's claim. A claim's rows have consecutive ids (one
+# INSERT), so it begins after the last row before s that another claim made: where the row
+# just before s (p) is another claim's, s itself; otherwise found by walking the primary key
+# back from s over its own claim. Two claims alike in all of the above, by one owner in one
+# second on one host, with no other allocation between them, read as one.
+CLAIM_ID_SQL = (
+    "CASE WHEN s.kind <> 'reservation' THEN s.allocation_id "
+    f"WHEN p.id IS NOT NULL AND {_other_claim('p', 'pg.host_id')} THEN s.allocation_id "
+    "ELSE (SELECT MIN(b.id) FROM allocations b WHERE b.id <= s.allocation_id AND b.id > COALESCE("
+    "(SELECT c.id FROM allocations c WHERE c.id < s.allocation_id AND "
+    f"{_other_claim('c', '(SELECT cg.host_id FROM gpus cg WHERE cg.id = c.gpu_id)')} "
+    "ORDER BY c.id DESC LIMIT 1), 0)) END")
+
+
+def holdings(reader: SqlReader, since_s: float, until_s: float,
+             now_s: float | None = None) -> list[Holding]:
+    """Every allocation held within [since_s, until_s), cut to it.
+
+    An allocation is held until the view allocation_spans' `held_until` (the earliest of its
+    release, its expiry and its task's end: what usage_daily and fair share read too), and one
+    still held counts until now_s (default: until_s), never past until_s: a window that ends
+    in the future, or lies in it, counts nothing after now.
+    """
+    end_s = until_s if now_s is None else min(until_s, now_s)
+    if end_s <= since_s:
+        return []
     rows = reader.rows(
-        "SELECT allocations.owner, allocations.kind, allocations.task_id, allocations.gpu_id, "
-        "hosts.name, gpus.name, allocations.created_at, "
-        "coalesce(allocations.released_at, :until_whole) "
-        "FROM allocations JOIN gpus ON gpus.id = allocations.gpu_id "
+        "SELECT s.allocation_id, s.owner, s.kind, s.task_id, s.gpu_id, hosts.name, gpus.name, "
+        "s.created_at, s.held_until, "
+        f"{CLAIM_ID_SQL} "
+        "FROM allocation_spans s JOIN gpus ON gpus.id = s.gpu_id "
         "JOIN hosts ON hosts.id = gpus.host_id "
-        "WHERE allocations.created_at < :until_s "
-        "AND coalesce(allocations.released_at, :until_whole) > :since_s "
-        "ORDER BY allocations.id",
-        {"until_whole": int(until_s), "until_s": until_s, "since_s": since_s})
-    return [Holding(owner, kind, task_id, gpu_id, host, model or "unknown", int(created),
-                    max(float(created), since_s), min(float(ended), until_s))
-            for owner, kind, task_id, gpu_id, host, model, created, ended in rows]
+        "LEFT OUTER JOIN allocations p ON p.id = s.allocation_id - 1 "
+        "LEFT OUTER JOIN gpus pg ON pg.id = p.gpu_id "
+        "WHERE s.created_at < :end_s AND (s.held_until IS NULL OR s.held_until > :since_s) "
+        "ORDER BY s.allocation_id",
+        {"end_s": end_s, "since_s": since_s})
+    found = []
+    for (allocation_id, owner, kind, task_id, gpu_id, host, model, created, held_until,
+         claim_id) in rows:
+        start = max(float(created), since_s)
+        end = end_s if held_until is None else min(float(held_until), end_s)
+        found.append(Holding(owner, kind, task_id, gpu_id, host, model or "unknown",
+                             int(allocation_id), int(claim_id), start, max(end, start)))
+    return found
 
 
 def minute_utilisation(reader: SqlReader, gpu_ids: set[int], since_s: float,
@@ -91,8 +135,9 @@ def minute_utilisation(reader: SqlReader, gpu_ids: set[int], since_s: float,
 
 
 def busy_seconds(holding: Holding, minutes: dict[int, float]) -> float:
-    """The holding's GPU-seconds weighted by its GPU's utilisation, minute by minute; a minute
-    without samples counts as not busy."""
+    """The holding's GPU-seconds weighted by its GPU's utilisation, minute by minute, each
+    minute for the part of it held; a minute without samples counts as not busy. The view
+    usage_daily (migration 0015) sums the rolled-up minutes the same way, in SQL."""
     total = 0.0
     start_ms, end_ms = holding.start_s * 1000, holding.end_s * 1000
     bucket = int(start_ms) // MINUTE_MS * MINUTE_MS

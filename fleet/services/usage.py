@@ -6,8 +6,9 @@ group, host or GPU model, computed from the stored allocations, rollups and samp
         for row in report.rows:
             print(row.key, row.gpu_hours, row.efficiency)
 
-Definitions (the README's "Usage" section): a holding is an allocation cut to the window (an
-active one ends now); *busy* GPU-hours weigh each minute held by its GPU's average utilisation
+Definitions (the README's "Usage" section): a holding is an allocation cut to the window, held
+until it was released, expired or its task ended (one still held counts until now, never
+later); *busy* GPU-hours weigh each minute held by its GPU's average utilisation
 (a minute without samples counts as not busy); efficiency is busy / held; a failure is a task
 that ended `failed` or `lost`, or timed out; the queue wait is submitted → started.
 """
@@ -43,7 +44,7 @@ class UsageRow:
     reserved_busy_gpu_hours: float = 0.0
     tasks: int = 0
     failures: int = 0
-    reservations: int = 0  # the GPUs of one `fleet reserve` count once
+    reservations: int = 0  # the GPUs of one `fleet reserve` (one claim) count once
     median_wait_s: float | None = None  # of the tasks that started (None: none did)
 
     @property
@@ -75,7 +76,7 @@ class _Tally:
     tasks: int = 0
     failures: int = 0
     waits_s: list[float] = field(default_factory=list)
-    reserved: set[tuple[str, int]] = field(default_factory=set)
+    reserved: set[int] = field(default_factory=set)  # the reservations' claim ids
 
     def row(self) -> UsageRow:
         return UsageRow(self.key, self.task_seconds / 3600, self.reserved_seconds / 3600,
@@ -102,26 +103,27 @@ class UsageService:
 
     async def usage(self, *, since: float, until: float | None = None,
                     by: str = "user") -> UsageReport:
-        """Figures per `by` key over [since, until) (until: now); ConfigError for a bad `by` or
-        an empty window."""
+        """Figures per `by` key over [since, until) (until: now; what is still held counts
+        until now, however late `until` is); ConfigError for a bad `by` or an empty window."""
         if by not in USAGE_BY:
             raise ConfigError(f"--by must be one of {', '.join(USAGE_BY)}, not {by!r}")
-        end = self.context.now() if until is None else until
+        now = self.context.now()
+        end = now if until is None else until
         if end <= since:
             raise ConfigError("the usage window is empty: --until is not after --since")
         holdings, busy, tasks = await self.context.query(
-            "read usage", lambda reader: _load(reader, since, end))
+            "read usage", lambda reader: _load(reader, since, end, now))
         rows = [tally.row() for tally in _tally(holdings, busy, tasks, _keys(by)).values()]
         ordered = sorted(rows, key=lambda row: (-row.gpu_hours, row.key))
         return UsageReport(since, end, by, tuple(ordered))
 
 
-def _load(reader: SqlReader, since: float, until: float) -> tuple[
+def _load(reader: SqlReader, since: float, until: float, now: float) -> tuple[
         list[Holding], list[float], list[SubmittedTask]]:
     from db.usage import busy_seconds, holdings, minute_utilisation, submitted_tasks
 
-    held = holdings(reader, since, until)
-    minutes = minute_utilisation(reader, {h.gpu_id for h in held}, since, until)
+    held = holdings(reader, since, until, now)
+    minutes = minute_utilisation(reader, {h.gpu_id for h in held}, since, min(until, now))
     busy = [busy_seconds(h, minutes.get(h.gpu_id, {})) for h in held]
     return held, busy, submitted_tasks(reader, since, until)
 
@@ -158,7 +160,7 @@ def _tally(holdings: list[Holding], busy: list[float], tasks: list[SubmittedTask
             if holding.kind == "reservation":
                 found.reserved_seconds += holding.seconds
                 found.reserved_busy_seconds += busy_s
-                found.reserved.add((holding.owner, holding.created_s))
+                found.reserved.add(holding.claim_id)
             else:
                 found.task_seconds += holding.seconds
     for task in tasks:

@@ -35,8 +35,8 @@ def _task(session: object, task_id: int, owner: str, host_id: int, state: str,
 def history(database: Database, seeded: SeededFleet) -> SeededFleet:
     """ann: task 1 on alpha:0 [T, T+1h), busy 100 % for 30 rolled-up minutes then 50 % in raw
     samples; task 3 on alpha:1 [T-2h, T-50min), cut to 600 s. bob: failed task 2 on beta:0
-    [T-3500, T-1700) at 80 % (rollups, partial first and last minutes); one reservation of
-    alpha:1 and beta:0 from T+600, still active."""
+    [T-3500, T-1700) at 80 % (rollups, partial first and last minutes); two reservations
+    (alpha:1, beta:0) from T+600, still active."""
     alpha, beta = seeded.host_ids["alpha"], seeded.host_ids["beta"]
     a0, a1, b0 = (seeded.gpu_ids[key] for key in (("alpha", 0), ("alpha", 1), ("beta", 0)))
     with database.session() as session:
@@ -86,7 +86,8 @@ async def test_usage_per_user_equals_the_hand_computed_sums(database: Database) 
     assert bob.task_gpu_hours == pytest.approx(1800 / HOUR)
     assert bob.reserved_gpu_hours == pytest.approx(2 * (UNTIL - T - 600) / HOUR)
     assert bob.busy_gpu_hours == pytest.approx(1800 * 0.8 / HOUR)
-    assert (bob.tasks, bob.failures, bob.median_wait_s, bob.reservations) == (1, 1, 50, 1)
+    # two reservations: one claim holds GPUs of one host only (alpha:1 and beta:0 are two)
+    assert (bob.tasks, bob.failures, bob.median_wait_s, bob.reservations) == (1, 1, 50, 2)
     assert bob.reservation_use == 0
     assert [row.key for row in report.rows] == ["bob", "ann"]  # most GPU-hours first
 
