@@ -3,6 +3,7 @@ and the server starts it when its GPUs free up; in local mode it says that it wa
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from tests.dispatch.test_dispatch_cli import SLEEPER
@@ -35,7 +36,12 @@ async def test_wait_detach_returns_once_queued_and_the_server_starts_it(
     ended = await _wait_state(lab, answer["task_id"], {"succeeded", "failed", "cancelled"}, 30)
     assert (ended["state"], ended["exit_code"]) == ("failed", 5), ended
 
-    # When the GPUs are free it starts at once, and says where.
+    # When the GPUs are free it starts at once, and says where (once the server's live view
+    # has seen the last task's GPU free: a dry run places it).
+    deadline = time.monotonic() + 30
+    while not (await lab.run("--json", "dispatch", "--dry-run", str(script))).json()["placed"]:
+        assert time.monotonic() < deadline, "the server never saw the GPU free"
+        await asyncio.sleep(0.2)
     started = await lab.run("--json", "dispatch", "--wait", "--detach", str(script), "0", "0")
     assert started.returncode == 0, started.stderr
     assert (started.json()["state"], started.json()["host"]) == ("running", "gpu1")
