@@ -260,7 +260,7 @@ async def wait_and_claim_nodes(
         ahead = standing.ahead
         now = time.time()
         result = place(request, candidates, allocations, now)
-        if result.host is None:
+        if result.host is None and probe:  # at first, then as often as stale hosts are probed
             refuse_if_never_fits(task_id, request, candidates, now)
         over = over_gpu_limit(mine, standing.held.get(owner, 0), request.total_gpus)
         if over is None and result.host is not None and not blocked_by_ahead(
