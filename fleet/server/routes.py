@@ -11,7 +11,7 @@ import msgspec
 from aiohttp import web
 
 from fleet import __version__
-from fleet.errors import ServerUnavailable
+from fleet.errors import ConfigError, ServerUnavailable
 from fleet.probe.limits import MAX_INT
 from fleet.server.app import error_reply, json_reply
 from fleet.server.identity import Identities
@@ -152,6 +152,13 @@ async def live_status(request: web.Request) -> web.Response:
     pattern = request.query.get("hosts")
     if pattern:
         names = {spec.name for spec in fleet.hosts(pattern)}
+        unwatched = sorted(names - {host.spec.name for host in current.hosts})
+        if unwatched:  # managed, but outside this server's --hosts: not left out unsaid
+            shown = ", ".join(unwatched[:5]) + (", …" if len(unwatched) > 5 else "")
+            raise ConfigError(f"--hosts {pattern}: {shown} {'is' if len(unwatched) == 1 else 'are'}"
+                              " managed but not watched by this fleet serve (its --hosts "
+                              "leaves them out): ask in local mode (FLEET_SERVER=local) or "
+                              "widen the server's --hosts")
         current = FleetSnapshot(current.taken_at,
                                 tuple(h for h in current.hosts if h.spec.name in names),
                                 current.changed & names)

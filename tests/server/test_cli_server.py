@@ -105,3 +105,16 @@ async def test_a_named_server_that_does_not_answer_exits_9(serve_lab: ServeLabFa
     assert f"cannot reach fleet serve at {missing}" in result.stderr
     local = await lab.run("tasks")  # nothing on the default socket: local mode, silently
     assert local.returncode == 0 and local.stderr == ""
+
+
+async def test_status_of_a_managed_host_the_server_does_not_watch_is_refused(
+        serve_lab: ServeLabFactory) -> None:
+    lab = await serve_lab(1, 1)
+    await lab.serve("--hosts", "gpu1")
+    watched = await lab.run("--json", "status", "--hosts", "gpu1")
+    assert watched.returncode == 0, watched.stderr
+    assert [host["name"] for host in watched.json()["hosts"]] == ["gpu1"]
+    for pattern in ("gpu2", "gpu*"):  # it used to answer "0/0 hosts up" (or gpu1 alone), exit 0
+        left_out = await lab.run("status", "--hosts", pattern)
+        assert left_out.returncode == 2, (pattern, left_out.stdout, left_out.stderr)
+        assert "gpu2 is managed but not watched by this fleet serve" in left_out.stderr
