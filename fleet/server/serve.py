@@ -196,6 +196,8 @@ async def run_server(options: ServeOptions, stop: asyncio.Event, *,
                                   accept_new=options.accept_new) as service:
         settings = service.monitor_settings()
         serve_settings = settings.section("serve", ServeSettings)
+        if options.socket_path is None:
+            refuse_socket_clients_cannot_see(settings.origins.get("serve.socket"))
         socket_path, locks = _plan(options, serve_settings, service.database, gid)
         leadership = _leadership(service.database, serve_settings)
         with _locked(*locks), quiet_accept_errors(asyncio.get_running_loop()):
@@ -260,6 +262,19 @@ async def _until_stopped(stop: asyncio.Event, leadership: Leadership | None) -> 
     finally:
         for waiting in waits:
             waiting.cancel()
+
+
+def refuse_socket_clients_cannot_see(origin: str | None) -> None:
+    """ConfigError when `serve.socket` comes from the inventory's `settings:`: clients find
+    the server by the settings file alone (they never load the inventory), so they would not
+    find it there."""
+    from fleet.settings_path import default_config_path
+
+    if origin is None or origin == "default" or origin.startswith(f"{default_config_path()}:"):
+        return
+    raise ConfigError(f"{origin}: serve.socket in the inventory's settings is not seen by "
+                      f"clients (they read it from {default_config_path()} only): set it there, "
+                      "or pass --socket and give clients --server / FLEET_SERVER")
 
 
 def _plan(options: ServeOptions, settings: ServeSettings, database: Database,

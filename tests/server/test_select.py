@@ -79,3 +79,23 @@ def test_an_ssh_url_selects_a_head_node_server_from_the_option_or_the_environmen
     monkeypatch.setenv("FLEET_SERVER", "ssh://head:http")
     with pytest.raises(ConfigError, match=r"^FLEET_SERVER 'ssh://head:http': the port"):
         select_server()
+
+
+def test_a_server_socket_set_in_the_inventory_is_refused_clients_would_not_see_it(
+        isolated: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text("hosts:\n  alpha: {address: 127.0.0.1, port: 1}\nsettings:\n"
+                         f"  serve: {{socket: {isolated}/b.sock}}\n")
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "FLEET_DB": str(tmp_path / "f.db")}
+    served = subprocess.run([sys.executable, "-m", "fleet.cli.main", "-i", str(inventory),
+                             "serve"], env=env, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert served.returncode == 2, served.stderr
+    assert f"{inventory}:4: serve.socket in the inventory's settings is not seen by clients" \
+        in served.stderr
+    assert not (isolated / "b.sock").exists()
