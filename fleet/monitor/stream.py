@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from msgspec.structs import replace as replace_struct
 
-from fleet.errors import HostError, HostUnreachable, ProbeError
+from fleet.errors import ConfigError, HostError, HostUnreachable, ProbeError
 from fleet.health.host_state import outcome_of
 from fleet.model import HostOutcome, HostSpec
 from fleet.monitor.clock import ClockOffset, describe_offset
@@ -123,6 +123,10 @@ class HostStream:
                 connection = self.pool.connection(self.spec.name)
                 if connection is None or isinstance(exc, HostUnreachable):
                     self.pool.discard(self.spec.name)
+                await self._sleep(self._backoff.next_delay())
+            except ConfigError as exc:  # the controller's own SSH setup (a key pair that does
+                # not match): no fault of the host, whose state stays; retried, as it may be fixed
+                log.error("%s: cannot connect: %s", self.spec.name, exc)
                 await self._sleep(self._backoff.next_delay())
 
     async def stop(self) -> None:

@@ -12,13 +12,15 @@ repeatedly).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import asyncssh
 from asyncssh.public_key import load_default_keypairs
 
+from fleet.errors import ConfigError
 from fleet.ssh.file_memo import FileMemo
+from fleet.ssh.hostkeys import key_fingerprint
 
 # What asyncssh reads for one key path: the key, its certificate and its public half.
 _COMPANIONS = ("", "-cert.pub", ".pub")
@@ -39,6 +41,44 @@ def _contents(path: str) -> tuple[bytes | None, ...]:
     return tuple(found)
 
 
+def _mismatched(paths: Iterable[str]) -> ConfigError | None:
+    """The error naming the first of `paths` whose `.pub` file is not its public half (or is
+    not a public key at all); None when each that can be read matches."""
+    for path in paths:
+        public_path = path + ".pub"
+        if not os.path.isfile(public_path):
+            continue
+        try:
+            private = asyncssh.read_private_key(path)
+        except (OSError, asyncssh.KeyImportError, asyncssh.KeyEncryptionError, ValueError):
+            continue  # encrypted (left to the agent) or unreadable: not what failed here
+        try:
+            public = asyncssh.read_public_key(public_path)
+        except (OSError, asyncssh.KeyImportError, ValueError) as exc:
+            return ConfigError(f"client key {path}: its public key file {public_path} cannot "
+                               f"be read ({exc}); fix or delete {public_path}")
+        if public.public_data != private.public_data:
+            return ConfigError(
+                f"client key pair mismatch: {public_path} ({key_fingerprint(public)}) is not "
+                f"the public half of {path} ({key_fingerprint(private)}). Regenerate it with "
+                f"`ssh-keygen -y -f {path} > {public_path}`, or delete it")
+    return None
+
+
+def _loaded_checked(paths: Callable[[], Iterable[str]], load: Callable[[], KeyPairs]) -> KeyPairs:
+    """load(); a key pair that does not match (asyncssh: ValueError "Public key mismatch", no
+    file named) becomes a ConfigError naming its files: it is the controller's configuration,
+    not any host, that is wrong."""
+    try:
+        return load()
+    except ValueError as exc:
+        if isinstance(exc, (asyncssh.KeyImportError, asyncssh.KeyEncryptionError)):
+            raise
+        error = _mismatched(paths()) or ConfigError(
+            f"cannot load client keys {', '.join(paths())}: {exc}")
+        raise error from exc
+
+
 def identity_keypairs(path: str) -> KeyPairs:
     """The key pairs asyncssh loads from identity file `path` (~ expanded; with its
     certificate, if any).
@@ -50,7 +90,8 @@ def identity_keypairs(path: str) -> KeyPairs:
     contents = _contents(path)
     if contents[0] is None:
         raise FileNotFoundError(2, "No such file or directory", path)
-    return _loaded.get(path, contents, lambda: asyncssh.load_keypairs([path]))
+    return _loaded.get(path, contents, lambda: _loaded_checked(
+        lambda: [path], lambda: asyncssh.load_keypairs([path])))
 
 
 def config_keypairs(paths: Sequence[str], identities_only: bool) -> KeyPairs:
@@ -69,7 +110,8 @@ def config_keypairs(paths: Sequence[str], identities_only: bool) -> KeyPairs:
     kept = tuple(path for path, _ in present)
     return _configured.get(
         (kept, identities_only), tuple(contents for _, contents in present),
-        lambda: asyncssh.load_keypairs(list(kept), None, (), identities_only, True))
+        lambda: _loaded_checked(lambda: kept, lambda: asyncssh.load_keypairs(
+            list(kept), None, (), identities_only, True)))
 
 
 def _read(path: Path) -> bytes | None:
@@ -92,4 +134,6 @@ def default_keypairs() -> KeyPairs:
     except OSError:
         candidates = []
     contents = tuple((path.name, _read(path)) for path in candidates)
-    return _defaults.get(str(directory), contents, load_default_keypairs)
+    private = [str(path) for path in candidates if not path.name.endswith(".pub")]
+    return _defaults.get(str(directory), contents,
+                         lambda: _loaded_checked(lambda: private, load_default_keypairs))

@@ -13,7 +13,7 @@ import asyncssh
 from fleet.errors import AuthFailed, HostError, HostKeyRejected, HostUnreachable
 from fleet.model import HostSpec
 from fleet.ssh import jump_spec
-from fleet.ssh.host_options import ConfigView, build_options, config_view
+from fleet.ssh.host_options import ConfigView, build_options, config_view, host_key_lookup
 from fleet.ssh.hostkeys import (
     HostKeyPolicy,
     PolicyClient,
@@ -119,9 +119,13 @@ async def _open_hop(
         if view is None:
             view = await config_view(spec, options, with_options=False)
         prepared, to_agent = await build_options(spec, options, view)
-        # Keys are looked up for the host really dialled (ssh config may rewrite HostName).
+        # Keys are looked up as OpenSSH looks them up for the host really dialled (ssh config
+        # may rewrite HostName): by its HostKeyAlias, if any, in every known_hosts file
+        # OpenSSH reads for it (its config's UserKnownHostsFile / GlobalKnownHostsFile).
+        lookup = host_key_lookup(spec, prepared, options)
         policy = await asyncio.to_thread(
-            HostKeyPolicy, spec.name, prepared.host, prepared.port, options
+            HostKeyPolicy, spec.name, prepared.host, prepared.port, options,
+            lookup_name=lookup.name, known_hosts_files=lookup.files,
         )
         bound_policy = policy
         # The keys `prepared` loaded go in as loaded pairs: asyncssh would load them again from
@@ -210,8 +214,9 @@ async def connect(spec: HostSpec, options: SshOptions) -> asyncssh.SSHClientConn
     """An authenticated SSH connection to `spec`, or a HostError saying why not.
 
     Raises HostUnreachable, AuthFailed or HostKeyRejected (chained to the original error),
-    always with host=spec.name. Each hop (jump hosts, then the host) is bounded by
-    connect_timeout + login_timeout (+1 s guard).
+    always with host=spec.name; ConfigError for the controller's own setup (a client key file
+    whose .pub does not match it: fleet.ssh.client_keys). Each hop (jump hosts, then the
+    host) is bounded by connect_timeout + login_timeout (+1 s guard).
     """
     return await _connect_chain(spec, options)
 
@@ -224,6 +229,10 @@ async def fetch_host_public_key(spec: HostSpec, options: SshOptions) -> asyncssh
         if spec.proxy_jump:
             tunnel = await _connect_chain_to_jump(spec, options)
         lookup = (await config_view(spec, options, with_options=False)).lookup
+        # No login follows, so no client key is loaded (asyncssh would load the defaults, and a
+        # broken key pair there would fail a fetch that never uses it).
+        no_keys = await asyncssh.SSHClientConnectionOptions.construct(
+            client_keys=None, config=None)
         key = await asyncio.wait_for(
             asyncssh.get_server_host_key(
                 lookup,
@@ -232,6 +241,7 @@ async def fetch_host_public_key(spec: HostSpec, options: SshOptions) -> asyncssh
                 config=[str(path) for path in options.ssh_config_files],
                 kex_algs=options.kex_algs,
                 server_host_key_algs=policy.server_host_key_algs(),
+                options=no_keys,
             ),
             options.handshake_deadline,
         )

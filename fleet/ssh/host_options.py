@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import logging
 import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import NamedTuple, cast
 
 import asyncssh
 
-from fleet.errors import AuthFailed
+from fleet.errors import AuthFailed, HostKeyRejected
 from fleet.model import HostSpec
 from fleet.ssh.client_keys import config_keypairs, default_keypairs, identity_keypairs
-from fleet.ssh.hostkeys import no_known_hosts
+from fleet.ssh.hostkeys import host_field, no_known_hosts
 from fleet.ssh.options import SshOptions
 
 log = logging.getLogger(__name__)
@@ -133,3 +137,74 @@ async def build_options(
         config_only = view.options or await construct_options(spec, options, None, view.lookup)
         keys = await _unnamed_keys(spec, config_only)
     return await construct_options(spec, options, keys, view.lookup), False
+
+
+class HostKeyLookup(NamedTuple):
+    """Where OpenSSH would look a host's key up: the name (HostKeyAlias, else `addr` or
+    `[addr]:port`) and the known_hosts files (UserKnownHostsFile then GlobalKnownHostsFile)."""
+
+    name: str
+    files: tuple[Path, ...]
+
+
+_EXPANSION = re.compile(r"%(.)|\$\{(.*?)\}")
+
+
+def _expand_path(value: str, tokens: Mapping[str, str]) -> Path:
+    """A known_hosts path from the ssh config: `%` tokens, `${VAR}` and `~` expanded, as
+    OpenSSH expands them. ValueError for a token or variable it cannot expand."""
+
+    def one(match: re.Match[str]) -> str:
+        token, variable = match.group(1), match.group(2)
+        if token is not None:
+            if token not in tokens:
+                raise ValueError(f"cannot expand %{token}")
+            return tokens[token]
+        if variable not in os.environ:
+            raise ValueError(f"environment variable {variable} is not set")
+        return os.environ[variable]
+
+    return Path(os.path.expanduser(_EXPANSION.sub(one, value)))
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER
+        return ""
+
+
+def host_key_lookup(
+    spec: HostSpec, prepared: asyncssh.SSHClientConnectionOptions, options: SshOptions
+) -> HostKeyLookup:
+    """How OpenSSH would check the key of the host `prepared` dials: by its HostKeyAlias if
+    the ssh config gives one, in the files the ssh config's UserKnownHostsFile and
+    GlobalKnownHostsFile name for it (`none`: no file), else in the options' files
+    (~/.ssh/known_hosts{,2} and /etc/ssh/ssh_known_hosts{,2} by default). Raises
+    HostKeyRejected (nothing can be verified) for a file name that cannot be expanded."""
+    alias = cast("str | None", getattr(prepared, "host_key_alias", None))
+    name = alias or host_field(prepared.host, prepared.port)
+    config = getattr(prepared, "config", None)  # asyncssh's SSHClientConfig for this host
+    get = cast(Callable[[str], object], config.get) if config is not None else (lambda _: None)
+    tokens = dict(cast(Mapping[str, str], getattr(config, "_tokens", None) or {}))
+    tokens.setdefault("%", "%")
+    tokens.setdefault("d", os.path.expanduser("~"))
+    tokens.setdefault("u", _local_user())
+    tokens.setdefault("h", prepared.host)
+    tokens.setdefault("p", str(prepared.port))
+    tokens["k"] = alias or tokens.get("n", prepared.host)
+
+    def files(option: str, default: tuple[Path, ...]) -> tuple[Path, ...]:
+        configured = get(option)
+        if not isinstance(configured, list):
+            return default
+        try:
+            return tuple(_expand_path(str(value), tokens) for value in configured)
+        except ValueError as exc:
+            raise HostKeyRejected(spec.name, (
+                f"cannot verify its host key: the ssh config's {option} "
+                f"{' '.join(str(value) for value in configured)!r}: {exc}")) from exc
+
+    found = (*files("UserKnownHostsFile", options.known_hosts_files),
+             *files("GlobalKnownHostsFile", options.global_known_hosts_files))
+    return HostKeyLookup(name, tuple(dict.fromkeys(found)))

@@ -1,7 +1,11 @@
 """Host-key policy: verify against known_hosts files and fleet's pinned file, pin on request.
 
 Files are in OpenSSH known_hosts format. A host is looked up as `addr` when its port is 22 and
-as `[addr]:port` otherwise (OpenSSH's rule: a plain entry does not match another port). Plain
+as `[addr]:port` otherwise (OpenSSH's rule: a plain entry does not match another port), or by
+its ssh config HostKeyAlias where it has one (then the alias alone, as OpenSSH does). The files
+read are the ones OpenSSH would read for the host (UserKnownHostsFile and GlobalKnownHostsFile,
+by default ~/.ssh/known_hosts{,2} and /etc/ssh/ssh_known_hosts{,2}; see host_options), plus
+fleet's pinned file; a key pinned with accept_new is pinned under the same name. Plain
 and hashed (`|1|salt|hash`) host fields and `!negated`, `*`, `?` patterns are understood;
 `@revoked` lines reject a key; `@cert-authority` lines are ignored (host certificates are not
 supported, so such hosts are "unknown"). fleet writes its pinned entries unhashed, so the
@@ -24,6 +28,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,16 +87,31 @@ def _describe(entry: KnownHostsEntry) -> str:
 class HostKeyPolicy:
     """The host-key decision for one host (address, port), made from files read once."""
 
-    def __init__(self, name: str, address: str, port: int, options: SshOptions) -> None:
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        port: int,
+        options: SshOptions,
+        *,
+        lookup_name: str | None = None,
+        known_hosts_files: Sequence[Path] | None = None,
+    ) -> None:
+        """`lookup_name`: the name the files list the host by (default `host_field(address,
+        port)`); `known_hosts_files`: OpenSSH's files to read for it (default the options'
+        user and system-wide files); fleet's pinned file is read in either case."""
         self.name = name
         self.address = address
         self.port = port
         self.options = options
-        self.lookup_name = host_field(address, port)
+        self.lookup_name = lookup_name or host_field(address, port)
+        if known_hosts_files is None:
+            known_hosts_files = [*options.known_hosts_files, *options.global_known_hosts_files]
+        self.files = list(dict.fromkeys([*known_hosts_files, options.pinned_hosts_file]))
         self.entries: list[KnownHostsEntry] = []
         # A file that exists but cannot be read might vouch against this key: refuse then.
         self.unreadable: list[str] = []
-        for path in [*options.known_hosts_files, options.pinned_hosts_file]:
+        for path in self.files:
             try:
                 found = matching_entries(path, self.lookup_name)
             except OSError as exc:
@@ -151,7 +171,8 @@ class HostKeyPolicy:
             return False
         try:
             conflict, line = pin_host_key(
-                self.options.pinned_hosts_file, self.address, self.port, key
+                self.options.pinned_hosts_file, self.address, self.port, key,
+                name=self.lookup_name,
             )
         except OSError as exc:
             self.rejection = (
@@ -186,15 +207,16 @@ def _ensure_private_dir(directory: Path) -> None:
 
 
 def pin_host_key(
-    path: Path, address: str, port: int, key: asyncssh.SSHKey
+    path: Path, address: str, port: int, key: asyncssh.SSHKey, *, name: str | None = None
 ) -> tuple[KnownHostsEntry | None, int | None]:
-    """Append `key` for (address, port) to the pinned file (0600, directory 0700), under a lock.
+    """Append `key` for (address, port) to the pinned file (0600, directory 0700), under a lock,
+    as `name` (a HostKeyAlias) where given, else as `host_field(address, port)`.
 
     Returns (conflicting entry, None) when the file already holds another key for this host
     (another fleet process pinned first), else (None, line number of the entry).
     """
     _ensure_private_dir(path.parent)
-    name = host_field(address, port)
+    name = name or host_field(address, port)
     blob = key.public_data
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     try:

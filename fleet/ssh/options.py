@@ -15,9 +15,20 @@ PREFERRED_CIPHERS = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
 
 
 def default_known_hosts_files() -> tuple[Path, ...]:
-    """The user's OpenSSH known_hosts file, if it exists."""
-    path = Path.home() / ".ssh" / "known_hosts"
-    return (path,) if path.is_file() else ()
+    """The user's OpenSSH known_hosts files that exist (OpenSSH's default UserKnownHostsFile:
+    ~/.ssh/known_hosts and ~/.ssh/known_hosts2)."""
+    directory = Path.home() / ".ssh"
+    paths = (directory / "known_hosts", directory / "known_hosts2")
+    return tuple(path for path in paths if path.is_file())
+
+
+# OpenSSH's default GlobalKnownHostsFile.
+SYSTEM_KNOWN_HOSTS_FILES = (Path("/etc/ssh/ssh_known_hosts"), Path("/etc/ssh/ssh_known_hosts2"))
+
+
+def default_global_known_hosts_files() -> tuple[Path, ...]:
+    """The system-wide known_hosts files that exist (OpenSSH's default GlobalKnownHostsFile)."""
+    return tuple(path for path in SYSTEM_KNOWN_HOSTS_FILES if path.is_file())
 
 
 def default_pinned_hosts_file() -> Path:
@@ -42,7 +53,11 @@ class SshOptions:
     keepalive_count_max: int = 3
     command_timeout: float = 30.0
     accept_new: bool = False
+    # Where the ssh config sets UserKnownHostsFile / GlobalKnownHostsFile for a host, its files
+    # are read instead of these (as OpenSSH does); fleet's pinned file is always read too.
     known_hosts_files: tuple[Path, ...] = field(default_factory=default_known_hosts_files)
+    global_known_hosts_files: tuple[Path, ...] = field(
+        default_factory=default_global_known_hosts_files)
     pinned_hosts_file: Path = field(default_factory=default_pinned_hosts_file)
     ssh_config_files: tuple[Path, ...] = field(default_factory=default_ssh_config_files)
     kex_algs: str = PREFERRED_KEX
