@@ -21,8 +21,8 @@ def inventory() -> None:
 def inventory_check(ctx: click.Context, path: Path | None) -> int:
     """Validate an inventory (fleet or Ansible YAML) and list its hosts.
 
-    The `settings:` section is checked too. Errors name the file and line and exit with
-    code 2.
+    The `settings:` section is checked too, and ~/.ssh/config is applied as every other
+    command applies it. Errors name the file and line and exit with code 2.
 
     \b
     Examples:
@@ -30,11 +30,12 @@ def inventory_check(ctx: click.Context, path: Path | None) -> int:
       fleet inventory check --json ~/ansible/hosts.yaml
     """
     from fleet.cli.hosts_cmd import host_rows, render_hosts
-    from fleet.inventory import load_inventory
+    from fleet.inventory import default_ssh_config_path, load_inventory
     from fleet.monitor.config import inventory_settings
 
     options = global_options(ctx)
-    loaded = load_inventory(path or options.inventory_path)
+    # exactly what every other command loads: ~/.ssh/config's HostName/Port/... applied
+    loaded = load_inventory(path or options.inventory_path, ssh_config=default_ssh_config_path())
     inventory_settings(loaded)  # a bad value there would stop `fleet monitor` and `serve`
     source = str(loaded.path) if loaded.path else "(no inventory file: the local machine only)"
     if options.as_json:

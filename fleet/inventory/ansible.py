@@ -23,7 +23,8 @@ from fleet.inventory.ranges import expand_host_range
 from fleet.inventory.yamlnodes import Entry, YamlFile, is_null, kind, line_of
 
 GROUP_KEYS = ("hosts", "children", "vars")
-# Groups every Ansible inventory has implicitly; used for inheritance, not reported as groups.
+# Groups every Ansible inventory has implicitly; used for inheritance and `--hosts`, not
+# reported as groups (`ungrouped`'s members are computed: see build_hosts).
 IMPLICIT_GROUPS = frozenset({"all", "ungrouped"})
 ADDRESS_VARS = ("ansible_host", "ansible_ssh_host")
 PORT_VARS = ("ansible_port", "ansible_ssh_port")
@@ -61,7 +62,8 @@ def _is_group_body(node: yaml.Node) -> bool:
 
 def read_ansible_inventory(source: YamlFile, root: yaml.Node) -> InventoryDraft:
     """Parse an Ansible YAML inventory; top-level groups other than `all` are children of it."""
-    draft = InventoryDraft(path=source.path, strict=False, hidden_groups=IMPLICIT_GROUPS)
+    draft = InventoryDraft(path=source.path, strict=False, hidden_groups=IMPLICIT_GROUPS,
+                           implicit_ungrouped=True)
     all_group = draft.group("all", line_of(root))
     for entry in source.mapping(root, "the inventory's top level"):
         _group(source, draft, entry)

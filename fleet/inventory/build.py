@@ -10,6 +10,13 @@ from fleet.inventory.fields import Setting
 from fleet.inventory.yamlnodes import closest
 from fleet.model import HostSpec
 
+# Group names with a meaning of their own in `--hosts` and the managed set: `all` is every
+# host, `adopted` the hosts `fleet adopt` added. An inventory cannot define a group so named
+# (Ansible's own implicit `all` and `ungrouped` aside).
+RESERVED_GROUPS = ("all", "adopted")
+# Ansible's implicit group of hosts that belong to no other group than `all`.
+UNGROUPED = "ungrouped"
+
 
 @dataclass(frozen=True)
 class BuiltHost:
@@ -104,44 +111,91 @@ def _text(values: dict[str, Setting], name: str) -> str | None:
     return None if setting is None else str(setting.value)
 
 
-def build_hosts(draft: InventoryDraft) -> tuple[list[BuiltHost], dict[str, tuple[str, ...]]]:
-    """Every host with inheritance applied, in file order, and each group's member names.
+def build_hosts(
+    draft: InventoryDraft,
+) -> tuple[list[BuiltHost], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """Every host with inheritance applied, in file order, each group's member names, and
+    the members of the format's implicit groups that are not reported (Ansible's `ungrouped`).
 
-    ConfigError when two hosts share an (address, port), naming both lines.
+    ConfigError when two hosts share an (address, port), naming both lines, and for the
+    names check_names refuses.
     """
+    check_names(draft)
     depths = group_depths(draft)
     parents = _parents(draft)
     built: list[BuiltHost] = []
     members: dict[str, list[str]] = {
         name: [] for name in draft.groups if name not in draft.hidden_groups
     }
+    implicit: dict[str, list[str]] = {UNGROUPED: []} if draft.implicit_ungrouped else {}
     for host in draft.hosts.values():
-        names = sorted(_ancestors(parents, host.groups), key=lambda name: (depths[name], name))
-        built.append(_host_spec(draft, host, [draft.groups[name] for name in names]))
+        found = _ancestors(parents, host.groups)
+        if draft.implicit_ungrouped:
+            # Ansible: a host is in `ungrouped` exactly when it is in no group but `all`.
+            found.discard(UNGROUPED)
+            if not found - {"all"}:
+                found.add(UNGROUPED)
+                implicit.setdefault(UNGROUPED, []).append(host.name)
+        names = sorted(found, key=lambda name: (depths.get(name, 1), name))
+        groups = [draft.groups.get(name) or GroupDraft(name, 0) for name in names]
+        built.append(_host_spec(draft, host, groups))
         for name in names:
             if name in members:
                 members[name].append(host.name)
     check_unique(built)
-    return built, {name: tuple(hosts) for name, hosts in members.items()}
+    return built, {name: tuple(hosts) for name, hosts in members.items()}, {
+        name: tuple(hosts) for name, hosts in implicit.items()
+    }
 
 
-def check_unique(built: list[BuiltHost]) -> None:
-    """ConfigError when two differently named hosts share an (address, port)."""
+def check_names(draft: InventoryDraft) -> None:
+    """ConfigError for a group with a reserved name, or a host named like a group: `--hosts
+    NAME` must not pick a group's members and a host at once."""
+    for group in draft.groups.values():
+        if group.name in RESERVED_GROUPS and group.name not in draft.hidden_groups:
+            raise ConfigError(
+                f"group name {group.name!r} is reserved (`all` is every host, `adopted` the "
+                "hosts `fleet adopt` added); rename the group",
+                path=draft.path,
+                line=group.line,
+            )
+    for host in draft.hosts.values():
+        same = draft.groups.get(host.name)
+        if same is not None or host.name in RESERVED_GROUPS:
+            where = f" (defined at line {same.line})" if same is not None and same.line else ""
+            kind = "a group's" if same is not None else "a reserved group's"
+            raise ConfigError(
+                f"host name {host.name!r} is also {kind} name{where}; `--hosts "
+                f"{host.name}` could not tell them apart, so rename the host or the group",
+                path=draft.path,
+                line=host.line,
+            )
+
+
+def check_unique(built: list[BuiltHost], *, ssh_config: str | None = None) -> None:
+    """ConfigError when two differently named hosts share an (address, port); `ssh_config`
+    names the ssh config the addresses and ports were resolved through, for the message."""
     seen: dict[tuple[str, int], HostSpec] = {}
     for item in built:
         spec = item.spec
         other = seen.setdefault(spec.key, spec)
         if other is not spec:
-            raise duplicate_error(other, spec)
+            raise duplicate_error(other, spec, ssh_config=ssh_config)
 
 
-def duplicate_error(first: HostSpec, second: HostSpec) -> ConfigError:
-    """The error for two hosts with one identity; names where each was defined."""
+def duplicate_error(
+    first: HostSpec, second: HostSpec, *, ssh_config: str | None = None
+) -> ConfigError:
+    """The error for two hosts with one identity; names where each was defined (and the ssh
+    config that gave them that identity, when one did)."""
     path, _, line = second.source.rpartition(":")
+    how = "has" if ssh_config is None else f"resolves through ssh config {ssh_config} (its " \
+        "HostName/Port) to"
+    fix = "" if ssh_config is None else " in the inventory or the ssh config"
     return ConfigError(
-        f"host {second.name!r} has the same address and port ({second.address}:{second.port}) "
+        f"host {second.name!r} {how} the same address and port ({second.address}:{second.port}) "
         f"as host {first.name!r} defined at {first.source}; a host is identified by "
-        "(address, port), so give one of them a different address or port",
+        f"(address, port), so give one of them a different address or port{fix}",
         path=path or second.source,
         line=int(line) if line.isdigit() else None,
     )

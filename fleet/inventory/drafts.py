@@ -43,7 +43,9 @@ class InventoryDraft:
 
     `strict` makes a host's conflicting settings in two entries an error (fleet's format);
     otherwise the later entry wins except for address and port (Ansible's rule). Groups in
-    `hidden_groups` (Ansible's `all`, `ungrouped`) exist for inheritance but are not reported.
+    `hidden_groups` (Ansible's `all`, `ungrouped`) exist for inheritance and host patterns but
+    are not reported; `implicit_ungrouped` gives Ansible's `ungrouped` group its meaning (the
+    hosts in no other group than `all`), whether or not the file declares it.
     """
 
     path: str
@@ -52,6 +54,7 @@ class InventoryDraft:
     hosts: dict[str, HostDraft] = field(default_factory=dict)
     groups: dict[str, GroupDraft] = field(default_factory=dict)
     hidden_groups: frozenset[str] = frozenset()
+    implicit_ungrouped: bool = False
     settings: dict[str, object] = field(default_factory=dict)
     settings_line: int | None = None
 

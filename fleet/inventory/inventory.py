@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.model import HostSpec
@@ -14,7 +14,9 @@ class Inventory:
 
     `path` is None when no inventory file exists (then `hosts` is the local machine only).
     `settings` is kept raw for the monitor's configuration to validate; `settings_line` is the
-    line of the `settings:` key, for its error messages.
+    line of the `settings:` key, for its error messages. `implicit_groups` are groups the
+    format defines by itself and that are selectable (`--hosts ungrouped`) but not listed among
+    `groups` nor in each host's groups: Ansible's `ungrouped`.
     """
 
     hosts: tuple[HostSpec, ...]
@@ -22,6 +24,7 @@ class Inventory:
     groups: dict[str, tuple[str, ...]]
     settings: dict[str, object]
     settings_line: int | None
+    implicit_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def host(self, name: str) -> HostSpec | None:
         """The host called `name`, or None."""

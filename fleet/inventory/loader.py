@@ -101,7 +101,7 @@ def load_inventory(
         BuiltHost(resolve_ssh_config(item.spec, ssh_config, explicit=item.explicit), item.explicit)
         for item in built
     ]
-    check_unique(resolved)
+    check_unique(resolved, ssh_config=str(ssh_config))
     hosts = tuple(item.spec for item in resolved)
     if ssh_config_hosts:
         hosts = merge_ssh_config_hosts(hosts, load_ssh_config_hosts(ssh_config))
@@ -148,12 +148,13 @@ def _parse_file(path: Path, fmt: str) -> tuple[Inventory, list[BuiltHost]]:
         if chosen == "ansible"
         else read_fleet_inventory(source, root)
     )
-    built, groups = build_hosts(draft)
+    built, groups, implicit = build_hosts(draft)
     inventory = Inventory(
         hosts=tuple(item.spec for item in built),
         path=path,
         groups=groups,
         settings=draft.settings,
         settings_line=draft.settings_line,
+        implicit_groups=implicit,
     )
     return inventory, built

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 
 from fleet.errors import ConfigError
@@ -42,6 +44,30 @@ def expand_host_range(pattern: str) -> list[str]:
             f"(at most {MAX_RANGE_HOSTS})"
         )
     return [f"{prefix}{part}{tail}" for part in parts for tail in tails]
+
+
+def expand_glob_ranges(pattern: str) -> list[str]:
+    """`pattern` (a `--hosts` glob) with each `[START:END(:STEP)]` expanded as in
+    expand_host_range, so `gpu[1:3]` means gpu1, gpu2, gpu3 there too.
+
+    A bracket without a colon is left alone: it stays an fnmatch character class (`gpu0[12]`).
+    Raises ConfigError (without a path) on a bad range.
+    """
+    pieces: list[list[str]] = []
+    position = 0
+    for match in _BRACKET.finditer(pattern):
+        if ":" not in match.group(1):
+            continue
+        pieces.append([pattern[position : match.start()]])
+        pieces.append(_range_parts(pattern, match.group(1)))
+        position = match.end()
+    pieces.append([pattern[position:]])
+    count = math.prod(len(piece) for piece in pieces)
+    if count > MAX_RANGE_HOSTS:
+        raise ConfigError(
+            f"host range {pattern!r} expands to {count} names (at most {MAX_RANGE_HOSTS})"
+        )
+    return ["".join(combination) for combination in itertools.product(*pieces)]
 
 
 def _range_parts(pattern: str, body: str) -> list[str]:

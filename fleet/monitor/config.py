@@ -190,11 +190,32 @@ def _read_sections(source: YamlFile, root: yaml.Node, what: str) -> _Layer:
     source.check_keys(entries, [*SECTIONS, *DELEGATED_SECTIONS], what)
     for entry in entries:
         if entry.key in DELEGATED_SECTIONS:
+            _check_discovery(source, entry)
             continue
         section_type = SECTIONS[entry.key]
         layer.section_lines[entry.key] = source.source(entry.key_node)
         layer.values[entry.key] = _read_fields(source, entry, section_type)
     return layer
+
+
+def _check_discovery(source: YamlFile, section: Entry) -> None:
+    """Validate a `discovery:` section where it is written (config file or inventory): unknown
+    keys with their line and the closest valid key, then its values as discovery reads them."""
+    from fleet.discovery.autoadopt import _AUTO_KEYS, _DISCOVERY_KEYS, discovery_settings
+    from fleet.inventory import Inventory
+
+    what = "settings section 'discovery'"
+    entries = source.mapping(section.value, what)
+    source.check_keys(entries, _DISCOVERY_KEYS, what)
+    for entry in entries:
+        if entry.key == "auto_adopt" and isinstance(entry.value, yaml.MappingNode):
+            source.check_keys(source.mapping(entry.value, "discovery.auto_adopt"), _AUTO_KEYS,
+                              "discovery.auto_adopt")
+    raw = source.to_python(section.value, "discovery")
+    path, _, line = source.source(section.key_node).rpartition(":")
+    probe = Inventory((), Path(path or source.path), {}, {"discovery": raw},
+                      int(line) if line.isdigit() else None)
+    discovery_settings(probe)
 
 
 def _read_fields(
