@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from fleet.model import HostSpec
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,38 @@ class DiscoveryService:
         return discovery_settings(self.context.inventory)
 
     def known_endpoints(self) -> dict[tuple[str, int], KnownHost]:
-        """(address, port) → name and source of every host in the inventory or the database."""
+        """(address, port) → name and source of every host fleet manages now: the inventory's
+        SSH hosts and the adopted hosts. A database row of a host since removed from the
+        inventory is not managed, so it does not count (`stale_endpoints` lists those)."""
         from db.host_reads import list_hosts
         from fleet.discovery.candidates import KnownHost
 
         known = {(row.address, row.port): KnownHost(row.name, row.source)
-                 for row in self.context.in_reader("list hosts", list_hosts)}
+                 for row in self.context.in_reader("list hosts", list_hosts)
+                 if row.source == "adopted"}
         for spec in self.context.inventory.hosts:
             if spec.connection == "ssh":
                 known[spec.key] = KnownHost(spec.name, "inventory")
+        return known
+
+    def stale_endpoints(self) -> dict[tuple[str, int], str]:
+        """(address, port) → name of database rows that no managed host accounts for."""
+        from db.host_reads import list_hosts
+
+        known = self.known_endpoints()
+        names = {host.name.casefold() for host in known.values()}
+        return {(row.address, row.port): row.name
+                for row in self.context.in_reader("list hosts", list_hosts)
+                if (row.address, row.port) not in known and row.name.casefold() not in names}
+
+    async def _known_with_aliases(self) -> dict[tuple[str, int], KnownHost]:
+        """known_endpoints plus each managed host's resolved addresses (a host the inventory
+        names by DNS name is also known at its IP address)."""
+        from fleet.discovery.adopt import resolved_aliases
+
+        known = await asyncio.to_thread(self.known_endpoints)
+        for key, (_, host) in (await resolved_aliases(known)).items():
+            known.setdefault(key, host)
         return known
 
     # -- browsing --------------------------------------------------------------------------
@@ -108,7 +133,7 @@ class DiscoveryService:
                     enumerate([*((s, False) for s in result.services),
                                *((s, True) for s in result.removed)])]
             touched = {row.id for row in rows}
-        known = await asyncio.to_thread(self.known_endpoints)
+        known = await self._known_with_aliases()
         views = [view for view in build_views(rows, known, session_name=wanted_session)
                  if touched & set(view.candidate_ids)]
         policy = auto_adopt or settings.auto_adopt
@@ -117,7 +142,7 @@ class DiscoveryService:
         if policy is not None and record:
             adopted, refused = await self._auto_adopt(policy, views)
             if adopted:
-                known = await asyncio.to_thread(self.known_endpoints)
+                known = await self._known_with_aliases()
                 rows = await asyncio.to_thread(self._discovery_db, "list candidates",
                                               _all_candidates)
                 views = [view for view in build_views(rows, known, session_name=wanted_session)
@@ -132,7 +157,7 @@ class DiscoveryService:
 
         rows = await asyncio.to_thread(self._discovery_db, "list candidates",
                                               _all_candidates)
-        known = await asyncio.to_thread(self.known_endpoints)
+        known = await self._known_with_aliases()
         views = build_views(rows, known, session_name=session)
         return [view for view in views if include_gone or view.state != "gone"]
 
@@ -184,39 +209,59 @@ class DiscoveryService:
         taken). The result's `name` (and `spec`) is the managed host's name. Through the
         server only an admin `caller` may adopt (PermissionDenied otherwise).
         """
-        from fleet.discovery.adopt import resolve_target
+        from fleet.discovery.adopt import check_adopt_name, resolve_target
         from fleet.services.permissions import require_admin
 
         await require_admin(self.context, caller, f"adopt {target}")
+        if name is not None:
+            check_adopt_name(name, self.context.inventory.groups)
         views = await self.discovered_hosts()
         return await self._adopt_target(resolve_target(target, views, name=name),
                                         accept_new=accept_new, inventory_append=inventory_append,
                                         user=user, auto=auto,
-                                        expected_fingerprint=expected_fingerprint)
+                                        expected_fingerprint=expected_fingerprint,
+                                        explicit_name=name is not None)
 
     async def _adopt_target(self, target: AdoptTarget, *, accept_new: bool,
                             inventory_append: bool, user: str | None, auto: bool,
-                            expected_fingerprint: str | None = None) -> AdoptResult:
+                            expected_fingerprint: str | None = None,
+                            explicit_name: bool = False) -> AdoptResult:
         from fleet.discovery.adopt import (
             AdoptResult,
             adopted_spec,
             check_name_free,
+            same_endpoint,
             verify_host_key,
         )
         from fleet.discovery.inventory_append import append_host
 
         known = await asyncio.to_thread(self.known_endpoints)
-        existing = known.get((target.address, target.port))
+        match = await same_endpoint(target.address, target.port, known)
+        existing = match[1] if match is not None else None
+        if match is None and not explicit_name:
+            stale = (await asyncio.to_thread(self.stale_endpoints)).get(
+                (target.address, target.port))
+            if stale is not None:  # a host removed from the inventory: adopt it by its name
+                target = dataclasses.replace(target, name=stale)
         spec = adopted_spec(target, user)
-        if existing is not None:
-            spec = dataclasses.replace(spec, name=existing.name)
-        same_name = [key for key, host in known.items()
-                     if host.name.casefold() == target.name.casefold()
-                     and key != (target.address, target.port)]
+        if match is not None:
+            # The managed host itself (maybe under another spelling): check its own endpoint.
+            spec = dataclasses.replace(spec, name=match[1].name, address=match[0][0],
+                                       port=match[0][1])
+        same_name = [] if explicit_name else [
+            key for key, host in known.items()
+            if host.name.casefold() == target.name.casefold()
+            and key != (target.address, target.port)]
+        managed = [] if existing else [(host.name, address, port)
+                                       for (address, port), host in known.items()]
         check = await verify_host_key(
             spec, self.context.ssh_options, accept_new=accept_new, same_name_hosts=same_name,
             before_pin=None if existing else lambda: check_name_free(target, known),
-            expected_fingerprint=expected_fingerprint)
+            expected_fingerprint=expected_fingerprint, managed_hosts=managed)
+        if check.same_as is not None:  # another endpoint of a managed host: add nothing
+            same_name_, same_address, same_port = check.same_as
+            return AdoptResult(same_name_, same_address, same_port, check.key_type,
+                               check.fingerprint, False, same_name_, None, None, auto)
         line: int | None = None
         path = self.context.inventory.path
         if inventory_append and existing is None:
@@ -229,7 +274,8 @@ class DiscoveryService:
                              check.fingerprint, check.newly_pinned,
                              existing.name if existing else None,
                              path if line is not None else None, line, auto)
-        if existing is None or existing.source == "adopted":
+        if existing is None or (existing.source == "adopted" and match is not None
+                                and match[0] == (spec.address, spec.port)):
             await asyncio.to_thread(self._discovery_db, "store adopted host",
                                     lambda db: _store_adoption(db, spec, target, result))
             self.context.hosts.changed()
@@ -237,7 +283,7 @@ class DiscoveryService:
 
     async def _auto_adopt(self, policy: AutoAdoptPolicy, views: Sequence[CandidateView]) -> \
             tuple[list[AdoptResult], list[str]]:
-        from fleet.discovery.adopt import AdoptTarget, host_name_for
+        from fleet.discovery.adopt import AdoptTarget, check_adopt_name, host_name_for
         from fleet.errors import HostError
 
         adopted: list[AdoptResult] = []
@@ -248,9 +294,18 @@ class DiscoveryService:
             target = AdoptTarget(host_name_for(view.name, view.address), view.address,
                                  view.ssh_port, view.candidate_ids, view.session)
             try:
-                adopted.append(await self._adopt_target(target, accept_new=True,
-                                                        inventory_append=False,
-                                                        user=policy.user, auto=True))
+                check_adopt_name(target.name, self.context.inventory.groups)
+                result = await self._adopt_target(target, accept_new=True,
+                                                  inventory_append=False,
+                                                  user=policy.user, auto=True)
+                if result.already_known_as is not None:
+                    message = (f"{view.name} ({view.endpoint}): already managed as "
+                               f"{result.already_known_as}; skipped")
+                    _log.info("auto-adopt: %s", message)
+                    await asyncio.to_thread(self._discovery_db, "log skip",
+                                            lambda db, m=message: _log_skip(db, m))
+                    continue
+                adopted.append(result)
             except (HostError, ConfigError) as exc:
                 message = f"{view.name} ({view.endpoint}): {exc}"
                 refused.append(message)
@@ -302,6 +357,13 @@ def _store_adoption(session: Session, spec: HostSpec, target: AdoptTarget,
                       + (" pinned" if result.newly_pinned else " already trusted"),
               data={"address": spec.address, "port": spec.port, "auto": result.auto,
                     "fingerprint": result.fingerprint, "session": target.session})
+
+
+def _log_skip(session: Session, message: str) -> None:
+    from db.events import add_event
+
+    add_event(session, ts=int(time.time()), kind="auto_adopt_skipped", severity="info",
+              message=message)
 
 
 def _log_refusal(session: Session, message: str) -> None:

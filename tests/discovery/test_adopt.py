@@ -104,9 +104,8 @@ async def test_changed_key_and_spoofed_name_are_refused(
         await fleet.discover(timeout=2.0, interfaces=[LOOPBACK], session="lab-a")
         with pytest.raises(HostKeyRejected, match="HOST KEY CHANGED"):
             await fleet.adopt(f"changed-{token}", accept_new=True)
-        spoof_endpoint = f"{LOOPBACK}:{spoof.port}"
         with pytest.raises(HostKeyRejected, match="possible spoof"):
-            await fleet.adopt(spoof_endpoint, accept_new=True, name="known")
+            await fleet.adopt("known", accept_new=True)  # the announced name
         assert [spec.name for spec in fleet.hosts()] == ["known"]
     finally:
         fleet.close()
@@ -121,13 +120,14 @@ async def test_auto_adopt_takes_only_the_configured_session(
     ours = await start_gpu_host(sim_ssh_host, sim_tools, tmp_path, "ours", 2)
     theirs = await start_gpu_host(sim_ssh_host, sim_tools, tmp_path, "theirs", 1)
     await asyncio.gather(
-        announce_host(loopback_registry, ours, f"ours-{token}", "lab-a", 2),
-        announce_host(loopback_registry, theirs, f"theirs-{token}", "lab-b", 1))
+        # sessions of this test alone: other tests announce lab-a on the same loopback
+        announce_host(loopback_registry, ours, f"ours-{token}", f"lab-a-{token}", 2),
+        announce_host(loopback_registry, theirs, f"theirs-{token}", f"lab-b-{token}", 1))
     (tmp_path / "home" / ".ssh").mkdir(parents=True)
     shutil.copy(ssh_keys.private_path, tmp_path / "home" / ".ssh" / "id_ed25519")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     fleet = make_fleet(tmp_path, sim_ssh_options)
-    policy = AutoAdoptPolicy.build("lab-a", ["127.0.0.0/8"])
+    policy = AutoAdoptPolicy.build(f"lab-a-{token}", ["127.0.0.0/8"])
     try:
         outcome = await fleet.discover(timeout=2.0, interfaces=[LOOPBACK], auto_adopt=policy)
         assert [result.name for result in outcome.adopted] == [f"ours-{token}"]
