@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
@@ -89,3 +90,19 @@ def stale_host_names(request: PlacementRequest, candidates: CandidateSet, now: f
         ):
             stale.append(host.name)
     return stale
+
+
+def duplicate_gpus(gpus: Iterable[GpuCandidate]) -> dict[tuple[str, int], str]:
+    """(host, index) → why, for every GPU whose UUID an earlier host (by name, then index)
+    also reports: one machine listed twice (two names or addresses) must not be placed on
+    twice, so only its first listing is offered."""
+    first: dict[str, tuple[str, int]] = {}
+    duplicates: dict[tuple[str, int], str] = {}
+    for gpu in sorted(gpus, key=lambda gpu: gpu.key):
+        if not gpu.uuid:
+            continue
+        seen = first.setdefault(gpu.uuid, gpu.key)
+        if seen != gpu.key:
+            duplicates[gpu.key] = (f"the same GPU ({gpu.uuid}) as {seen[0]}:{seen[1]}: one "
+                                   "machine listed twice?")
+    return duplicates

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from fleet.placement.candidates import CandidateSet, GpuCandidate
-from fleet.placement.filters import gpu_exclusions, host_exclusions
+from fleet.placement.filters import duplicate_gpus, gpu_exclusions, host_exclusions
 from fleet.placement.request import PlacementRequest
 from fleet.placement.scoring.policies import PlacementView, resolve_policy, score_gpu
 from fleet.snapshot import AllocationInfo
@@ -132,12 +132,15 @@ def place(
         for gpu in candidates.gpus
     )
     eligible: list[GpuCandidate] = []
+    duplicates = duplicate_gpus(gpus)
     for gpu in gpus:
         if gpu.host in blocked_hosts:
             continue
         reasons = gpu_exclusions(request, gpu, gpu.allocation, now)
         if gpu.host not in known_hosts:
             reasons.insert(0, "host not in the inventory")
+        if gpu.key in duplicates:
+            reasons.insert(0, duplicates[gpu.key])
         if reasons:
             exclusions.append(Exclusion(gpu.host, gpu.index, tuple(reasons)))
         else:

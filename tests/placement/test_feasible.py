@@ -40,3 +40,4 @@ def test_a_host_whose_gpus_were_never_read_rules_nothing_out() -> None:
     assert never_fits(PlacementRequest(gpus=8), hosts, NOW) is None
     up_without_gpus = fleet(host("a"), host("cpu"), gpus=[gpu("a", 0)])
     assert never_fits(PlacementRequest(gpus=8), up_without_gpus, NOW) is not None
+

@@ -208,3 +208,16 @@ def test_result_is_independent_of_candidate_order() -> None:
     first = _place(PlacementRequest(gpus=2), candidates)
     second = _place(PlacementRequest(gpus=2), shuffled)
     assert (first.host, first.gpu_indices) == (second.host, second.gpu_indices)
+
+
+def test_one_machine_listed_twice_is_offered_once() -> None:
+    # gpu1 and gpu1-ib are one machine (two addresses in the inventory): the same UUIDs.
+    twice = fleet(host("gpu1"), host("gpu1-ib"), host("gpu2"),
+                  gpus=[gpu("gpu1", 0, uuid="GPU-x"), gpu("gpu1-ib", 0, uuid="GPU-x"),
+                        gpu("gpu2", 0)])
+    result = place(PlacementRequest(gpus=1, hosts="gpu1*"), twice, {}, NOW)
+    assert result.host == "gpu1"
+    reasons = {(e.host, e.index): e.reasons for e in result.exclusions}
+    assert reasons[("gpu1-ib", 0)][0] == "the same GPU (GPU-x) as gpu1:0: one machine listed twice?"
+    held = {("gpu1", 0): AllocationInfo(1, "reservation", "ann")}
+    assert place(PlacementRequest(gpus=1, hosts="gpu1*"), twice, held, NOW).host is None
