@@ -145,7 +145,11 @@ def _add_hosts(
     for entry in entries:
         if entry.key == "labels":
             labels = labels_value(source, entry.value)
-        elif len(names) > 1 and entry.key in ("address", "port") and _is_range(entry.value):
+        elif entry.key in ("address", "port") and _is_range(entry.value):
+            if len(names) == 1:  # it would be taken as one literal address
+                raise source.error(entry.value, f"host {pattern!r}: a range in {entry.key} "
+                                   "pairs with a range of host names (gpu[1:3]: {address: "
+                                   '"10.0.0.[11:13]"}); one host has one ' + entry.key)
             paired[entry.key] = _paired_values(source, entry, len(names))
         else:
             fields[entry.key] = field_value(source, entry.key, entry.value)

@@ -205,6 +205,7 @@ BAD_CASES: list[tuple[str, str]] = [
     ("descending_range.yaml", "not increasing"),
     ("huge_range.yaml", "at most"),
     ("address_range_mismatch.yaml", "gives 2 values for 3 hosts"),
+    ("address_range_one_host.yaml", "a range in address pairs with a range of host names"),
     ("duplicate_address.yaml", "same address and port (10.0.0.1:22) as host 'gpu01'"),
     ("duplicate_name_conflict.yaml", "at line 3"),
     ("duplicate_yaml_key.yaml", "duplicate key 'gpu01'"),
