@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from pathlib import Path
 
 import yaml
 
@@ -20,7 +22,15 @@ from fleet.inventory.fields import (
     port_value,
 )
 from fleet.inventory.ranges import expand_host_range
-from fleet.inventory.yamlnodes import Entry, YamlFile, is_null, kind, line_of
+from fleet.inventory.yamlnodes import (
+    MAX_INVENTORY_BYTES,
+    Entry,
+    YamlFile,
+    is_null,
+    kind,
+    line_of,
+    read_text_file,
+)
 
 GROUP_KEYS = ("hosts", "children", "vars")
 # Groups every Ansible inventory has implicitly; used for inheritance and `--hosts`, not
@@ -35,6 +45,9 @@ SSH_ARGS_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 CONNECTIONS = {"local": "local", "ssh": "ssh", "smart": "ssh", "paramiko": "ssh"}
 # ansible_python_interpreter values that ask Ansible to discover Python; fleet uses python3.
 AUTO_PYTHON = ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
+# What Ansible's host_group_vars plugin tries after `host_vars/NAME` / `group_vars/NAME`, in
+# order (the first that exists is used); a directory of that name is read file by file.
+VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")
 _HOST_PORT = re.compile(r"^(.+):([0-9]+)$")
 _BRACKETED = re.compile(r"\[[^\]]*\]")
 
@@ -42,13 +55,19 @@ _BRACKETED = re.compile(r"\[[^\]]*\]")
 def looks_like_ansible(source: YamlFile, root: yaml.Node) -> bool:
     """Whether a top level reads as Ansible groups: `all`, or only group bodies (mappings
     with a `hosts`, `children` or `vars` key: a misspelt key beside them is then reported as
-    the group's, not the whole group as an unknown fleet key)."""
+    the group's, not the whole group as an unknown fleet key) and empty groups (`spare:`)."""
     if not isinstance(root, yaml.MappingNode):
         return False
     entries = source.mapping(root, "the inventory's top level")
     if any(entry.key == "all" for entry in entries):
         return True
-    return bool(entries) and all(_is_group_body(entry.value) for entry in entries)
+    return (
+        bool(entries)
+        and all(is_null(entry.value) or _is_group_body(entry.value) for entry in entries)
+        # An empty group (`spare:`) is one in Ansible, but a file of nothing else reads as
+        # misspelt fleet keys more likely than as an inventory of no hosts.
+        and any(_is_group_body(entry.value) for entry in entries)
+    )
 
 
 def _is_group_body(node: yaml.Node) -> bool:
@@ -60,8 +79,14 @@ def _is_group_body(node: yaml.Node) -> bool:
     )
 
 
-def read_ansible_inventory(source: YamlFile, root: yaml.Node) -> InventoryDraft:
-    """Parse an Ansible YAML inventory; top-level groups other than `all` are children of it."""
+def read_ansible_inventory(
+    source: YamlFile, root: yaml.Node, *, vars_dir: Path | None = None
+) -> InventoryDraft:
+    """Parse an Ansible YAML inventory; top-level groups other than `all` are children of it.
+
+    With `vars_dir` (the inventory file's directory), its `group_vars/` and `host_vars/` files
+    apply as Ansible applies them: see _apply_vars_files.
+    """
     draft = InventoryDraft(path=source.path, strict=False, hidden_groups=IMPLICIT_GROUPS,
                            implicit_ungrouped=True)
     all_group = draft.group("all", line_of(root))
@@ -69,7 +94,120 @@ def read_ansible_inventory(source: YamlFile, root: yaml.Node) -> InventoryDraft:
         _group(source, draft, entry)
         if entry.key != "all":
             all_group.children.setdefault(entry.key, entry.line)
+    if vars_dir is not None:
+        _apply_vars_files(draft, vars_dir)
     return draft
+
+
+def _apply_vars_files(draft: InventoryDraft, base: Path) -> None:
+    """Layer `base/group_vars/GROUP` and `base/host_vars/HOST` over the inventory's own vars.
+
+    As Ansible's host_group_vars plugin: `NAME`, `NAME.yml`, `NAME.yaml` or `NAME.json`
+    (the first that exists), or a directory `NAME/` whose files are read in sorted order, later
+    ones winning. A group's file overrides the group's vars in the inventory and a host's file
+    the host's; groups still apply from shallow to deep, then the host. All the files together
+    may hold at most MAX_INVENTORY_BYTES bytes.
+    """
+    budget = [MAX_INVENTORY_BYTES]
+    group_dir = base / "group_vars"
+    listing = _listing(group_dir)
+    if listing:
+        names = list(draft.groups)
+        if "ungrouped" not in draft.groups:
+            names.append("ungrouped")
+        for name in names:
+            files = _vars_files(group_dir, name, listing)
+            if not files:
+                continue
+            fields, labels = _read_vars_files(files, budget)
+            if name not in draft.groups:
+                draft.groups["all"].children.setdefault(name, 0)
+            group = draft.group(name, 0)
+            group.vars.update(fields)
+            group.labels.update(labels)
+    host_dir = base / "host_vars"
+    listing = _listing(host_dir)
+    if listing:
+        for host in draft.hosts.values():
+            files = _vars_files(host_dir, host.name, listing)
+            if files:
+                fields, labels = _read_vars_files(files, budget)
+                host.fields.update(fields)
+                host.labels.update(labels)
+
+
+def _listing(directory: Path) -> frozenset[str]:
+    """The names in `directory`; empty when it is not a directory."""
+    if not directory.is_dir():
+        return frozenset()
+    try:
+        return frozenset(os.listdir(directory))
+    except OSError as exc:
+        raise ConfigError(f"cannot read Ansible vars directory: {exc.strerror}",
+                          path=str(directory)) from exc
+
+
+def _vars_files(directory: Path, name: str, listing: frozenset[str]) -> list[Path]:
+    """The vars files Ansible reads for `name` in `directory`, in the order it applies them."""
+    for extension in VARS_EXTENSIONS:
+        if name + extension in listing:
+            path = directory / (name + extension)
+            return _vars_dir_files(path, set()) if path.is_dir() else [path]
+    return []
+
+
+def _vars_dir_files(directory: Path, seen: set[str]) -> list[Path]:
+    """A vars directory's files, sorted, recursing into subdirectories without an extension;
+    hidden names, backups (`~`) and other extensions are skipped, as Ansible does."""
+    real = os.path.realpath(directory)
+    if real in seen:  # a symlink loop
+        return []
+    seen.add(real)
+    found: list[Path] = []
+    for name in sorted(_listing(directory)):
+        if name.startswith(".") or name.endswith("~"):
+            continue
+        path = directory / name
+        extension = os.path.splitext(name)[1]
+        if path.is_dir():
+            if not extension:
+                found.extend(_vars_dir_files(path, seen))
+        elif path.is_file() and extension in VARS_EXTENSIONS:
+            found.append(path)
+    return found
+
+
+def _read_vars_files(
+    paths: list[Path], budget: list[int]
+) -> tuple[dict[str, Setting], dict[str, Setting]]:
+    """The settings and labels of vars files applied in order; errors name the file and line."""
+    fields: dict[str, Setting] = {}
+    labels: dict[str, Setting] = {}
+    for path in paths:
+        display = str(path)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0  # read_text_file names the problem
+        if size <= budget[0]:
+            text = read_text_file(path, display, "Ansible vars")
+            size = len(text.encode("utf-8"))
+        if size > budget[0]:
+            raise ConfigError(
+                f"Ansible vars files together exceed fleet's limit of {MAX_INVENTORY_BYTES:,} "
+                f"bytes ({MAX_INVENTORY_BYTES // 2**20} MiB)",
+                path=display,
+            )
+        budget[0] -= size
+        source = YamlFile(display)
+        root = source.compose_optional(text)
+        if root is None:
+            continue
+        entries = source.mapping(root, "an Ansible vars file's top level")
+        more_fields, more_labels = _translate_vars(source, entries)
+        fields.update(more_fields)
+        labels.update(more_labels)
+    return fields, labels
 
 
 def _group(source: YamlFile, draft: InventoryDraft, entry: Entry) -> GroupDraft:

@@ -21,7 +21,7 @@ from fleet.inventory.sshconfig import (
     merge_ssh_config_hosts,
     resolve_ssh_config,
 )
-from fleet.inventory.yamlnodes import YamlFile, kind, read_yaml_file
+from fleet.inventory.yamlnodes import YamlFile, read_yaml_file
 from fleet.model import HostSpec
 
 FORMATS = ("auto", "fleet", "ansible")
@@ -63,7 +63,7 @@ def detect_format(source: YamlFile, root: yaml.Node) -> str:
     error names the unexpected key.
     """
     if not isinstance(root, yaml.MappingNode):
-        raise source.error(root, f"the inventory's top level must be a mapping, not {kind(root)}")
+        raise source.top_level_error(root, "the inventory's top level")
     keys = {str(key.value) for key, _ in root.value if isinstance(key, yaml.ScalarNode)}
     if keys <= set(TOP_KEYS) or keys & FLEET_ONLY_KEYS:
         return "fleet"
@@ -142,9 +142,9 @@ def _parse_file(path: Path, fmt: str) -> tuple[Inventory, list[BuiltHost]]:
     source, root = read_yaml_file(path, str(path))
     chosen = detect_format(source, root) if fmt == "auto" else fmt
     if not isinstance(root, yaml.MappingNode):
-        raise source.error(root, f"the inventory's top level must be a mapping, not {kind(root)}")
+        raise source.top_level_error(root, "the inventory's top level")
     draft = (
-        read_ansible_inventory(source, root)
+        read_ansible_inventory(source, root, vars_dir=path.parent)
         if chosen == "ansible"
         else read_fleet_inventory(source, root)
     )

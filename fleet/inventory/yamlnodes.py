@@ -22,6 +22,11 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 MAX_VALUES = 100_000
 # A line that is only `[name]`: an INI section header, which YAML cannot follow with plain lines.
 _INI_SECTION = re.compile(r"^\[[^\]\n]+\][ \t]*$", re.MULTILINE)
+# A line of an INI inventory naming a host with `key=value` variables (`gpu1 ansible_host=x`).
+_INI_HOST_LINE = re.compile(r"^[ \t]*[^\s#;=:\[\]]+([ \t]+[A-Za-z_][A-Za-z0-9_]*=\S*)+[ \t]*$",
+                            re.MULTILINE)
+INI_HINT = ("this looks like an INI file (`[group]` sections), and fleet reads "
+            "YAML: `ansible-inventory -i FILE --list --yaml` converts one")
 # The largest inventory file read (about 200,000 hosts written out one by one); checked with
 # stat() before reading, so a huge file is refused at once instead of exhausting memory.
 MAX_INVENTORY_BYTES = 16 * 1024 * 1024
@@ -70,9 +75,19 @@ class YamlFile:
     def __init__(self, display_path: str) -> None:
         self.path = display_path
         self._constructor = yaml.constructor.SafeConstructor()
+        # Set by compose when the document is not a mapping and its text reads as INI.
+        self.ini_hint = ""
 
     def compose(self, text: str) -> yaml.Node:
         """The single document in `text`; ConfigError on a syntax error or an empty file."""
+        root = self.compose_optional(text)
+        if root is None:
+            raise ConfigError("the file is empty (no hosts, groups or settings)", path=self.path)
+        return root
+
+    def compose_optional(self, text: str) -> yaml.Node | None:
+        """The single document in `text`, None when it is empty (nothing, `~` or `null`);
+        ConfigError on a syntax error."""
         try:
             root = yaml.compose(text, Loader=COMPOSE_LOADER)
         except yaml.MarkedYAMLError as exc:
@@ -80,13 +95,18 @@ class YamlFile:
             line = mark.line + 1 if mark is not None else None
             problem = exc.problem or exc.context or "invalid YAML"
             if _INI_SECTION.search(text):
-                problem += ("; this looks like an INI file (`[group]` sections), and fleet reads "
-                            "YAML: `ansible-inventory -i FILE --list --yaml` converts one")
+                problem += f"; {INI_HINT}"
             raise ConfigError(f"YAML syntax error: {problem}", path=self.path, line=line) from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"YAML error: {exc}", path=self.path) from exc
         if root is None or is_null(root):
-            raise ConfigError("the file is empty (no hosts, groups or settings)", path=self.path)
+            return None
+        # INI text that YAML happens to read (a lone `[group]` is a list, `host var=x` lines a
+        # string) is named as INI when the top level is not a mapping: see top_level_error.
+        if not isinstance(root, yaml.MappingNode) and (
+            _INI_SECTION.search(text) or _INI_HOST_LINE.search(text)
+        ):
+            self.ini_hint = INI_HINT
         # Without a `*` anywhere the document has no alias: no cycle, no expansion to check.
         if "*" in text:
             self._check_aliases(root)
@@ -124,6 +144,11 @@ class YamlFile:
                     raise self.error(child, "recursive alias: a value contains itself")
                 if id(child) not in sizes:
                     stack.append((child, False))
+
+    def top_level_error(self, root: yaml.Node, what: str) -> ConfigError:
+        """The error for a top level that is not a mapping, naming INI text as such."""
+        hint = f"; {self.ini_hint}" if self.ini_hint else ""
+        return self.error(root, f"{what} must be a mapping, not {kind(root)}{hint}")
 
     def error(self, node: yaml.Node | None, message: str) -> ConfigError:
         """A ConfigError about `node`, naming this file and the node's line."""
@@ -261,36 +286,41 @@ def kind(node: yaml.Node) -> str:
 def read_yaml_file(path: Path, display_path: str) -> tuple[YamlFile, yaml.Node]:
     """Read and compose the YAML file at `path`; ConfigError if missing, unreadable, larger
     than MAX_INVENTORY_BYTES or invalid."""
+    source = YamlFile(display_path)
+    return source, source.compose(read_text_file(path, display_path))
+
+
+def read_text_file(path: Path, display_path: str, what: str = "inventory") -> str:
+    """The UTF-8 text of the file at `path` (`what` names it in errors); ConfigError if
+    missing, not a regular file, unreadable or larger than MAX_INVENTORY_BYTES."""
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise ConfigError("inventory file not found", path=display_path) from None
+        raise ConfigError(f"{what} file not found", path=display_path) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read inventory: {exc.strerror}", path=display_path) from exc
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", path=display_path) from exc
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError("inventory path is not a regular file", path=display_path)
+        raise ConfigError(f"{what} path is not a regular file", path=display_path)
     if info.st_size > MAX_INVENTORY_BYTES:
-        raise _too_large(display_path, info.st_size)
+        raise _too_large(display_path, info.st_size, what)
     try:
         with path.open("rb") as stream:
             # One byte more than the cap shows a file that grew after stat().
             data = stream.read(MAX_INVENTORY_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read inventory: {exc.strerror}", path=display_path) from exc
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", path=display_path) from exc
     if len(data) > MAX_INVENTORY_BYTES:
-        raise _too_large(display_path, len(data))
+        raise _too_large(display_path, len(data), what)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"inventory is not UTF-8 text: {exc.reason}", path=display_path) from exc
-    source = YamlFile(display_path)
-    return source, source.compose(text)
+        raise ConfigError(f"{what} is not UTF-8 text: {exc.reason}", path=display_path) from exc
 
 
-def _too_large(display_path: str, size: int) -> ConfigError:
+def _too_large(display_path: str, size: int, what: str = "inventory") -> ConfigError:
     """The error for an inventory file over MAX_INVENTORY_BYTES."""
     return ConfigError(
-        f"inventory file is too large: {size:,} bytes ({size / 2**20:.1f} MiB), over fleet's "
+        f"{what} file is too large: {size:,} bytes ({size / 2**20:.1f} MiB), over fleet's "
         f"limit of {MAX_INVENTORY_BYTES:,} bytes ({MAX_INVENTORY_BYTES // 2**20} MiB)",
         path=display_path,
     )
