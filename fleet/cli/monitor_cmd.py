@@ -188,6 +188,7 @@ def show(ctx: click.Context) -> None:
       fleet config show
       fleet config show --json | jq .settings.monitor
     """
+    from fleet.discovery.autoadopt import discovery_yaml
     from fleet.inventory import default_ssh_config_path, load_inventory
     from fleet.monitor.config import load_settings
     from fleet.monitor.render import settings_json, settings_yaml
@@ -195,4 +196,5 @@ def show(ctx: click.Context) -> None:
     options = global_options(ctx)
     inventory = load_inventory(options.inventory_path, ssh_config=default_ssh_config_path())
     settings = load_settings(inventory)
-    click.echo(settings_json(settings) if options.as_json else settings_yaml(settings), nl=False)
+    click.echo(settings_json(settings) if options.as_json
+               else settings_yaml(settings) + discovery_yaml(settings), nl=False)

@@ -1,8 +1,10 @@
 """Adding an adopted host to an inventory file as text, so the file's comments and layout stay.
 
 The entry is inserted at the end of the block-style `hosts:` mapping (fleet format) or
-`all: hosts:` mapping (Ansible format), or a new `hosts:` section is appended when the file has
-none. The result is re-read with the real loader; if it does not load, the file is restored.
+`all: hosts:` mapping (Ansible format, recognised as the inventory loader recognises it), or a
+new `hosts:` section (`all: hosts:` for an Ansible file without `all:`) is appended when the
+file has none. The result is re-read with the real loader; if it does not load, the file is
+restored. `check_append` does the same without writing, so a caller can refuse before acting.
 """
 
 from __future__ import annotations
@@ -44,6 +46,24 @@ def _mapping_value(node: yaml.Node, key: str) -> yaml.Node | None:
 
 def append_host(path: Path, *, name: str, address: str, port: int, user: str | None) -> int:
     """Insert the host into the inventory at `path`; returns the 1-based line of its entry."""
+    text, new_text, entry_line = _appended(path, name=name, address=address, port=port,
+                                           user=user)
+    _write_checked(path, text, new_text)
+    return entry_line
+
+
+def check_append(path: Path, *, name: str, address: str, port: int, user: str | None) -> None:
+    """ConfigError when `append_host` would fail; the file is not changed."""
+    _, new_text, _ = _appended(path, name=name, address=address, port=port, user=user)
+    _load_checked(path, new_text)
+
+
+def _appended(path: Path, *, name: str, address: str, port: int, user: str | None) -> \
+        tuple[str, str, int]:
+    """The file's text, the text with the host inserted, and the 1-based line of its entry."""
+    from fleet.inventory.ansible import looks_like_ansible
+    from fleet.inventory.yamlnodes import YamlFile
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -54,16 +74,22 @@ def append_host(path: Path, *, name: str, address: str, port: int, user: str | N
     except yaml.YAMLError as exc:
         raise ConfigError(f"cannot parse inventory: {exc}", path=str(path)) from exc
     lines = text.splitlines()
-    ansible = _mapping_value(root, "all") is not None if root is not None else False
-    parent = _mapping_value(root, "all") if ansible and root is not None else root
+    ansible = root is not None and looks_like_ansible(YamlFile(str(path)), root)
+    all_group = _mapping_value(root, "all") if ansible and root is not None else None
+    parent = all_group if ansible else root
     hosts = _mapping_value(parent, "hosts") if parent is not None else None
     if hosts is None or (isinstance(hosts, yaml.ScalarNode) and hosts.value in ("", "~", "null")):
-        if ansible or (hosts is not None):
+        if (ansible and all_group is not None) or (hosts is not None):
             raise ConfigError("the inventory has no block-style hosts mapping to add to; "
                               "add the host by hand", path=str(path))
         insert_at = len(lines)
-        new_lines = ["", "hosts:", *_entry_lines("  ", name, address, port, user, False)]
-        entry_line = insert_at + 3
+        if ansible:  # Ansible groups only, no `all:`: the host goes under a new `all: hosts:`
+            new_lines = ["", "all:", "  hosts:",
+                         *_entry_lines("    ", name, address, port, user, True)]
+            entry_line = insert_at + 4
+        else:
+            new_lines = ["", "hosts:", *_entry_lines("  ", name, address, port, user, False)]
+            entry_line = insert_at + 3
     elif isinstance(hosts, yaml.MappingNode) and not hosts.flow_style and hosts.value:
         first_key = hosts.value[0][0]
         indent = " " * first_key.start_mark.column
@@ -80,9 +106,33 @@ def append_host(path: Path, *, name: str, address: str, port: int, user: str | N
         raise ConfigError("the inventory's hosts are not a non-empty block mapping; add the "
                           "host by hand", path=str(path))
     updated = lines[:insert_at] + new_lines + lines[insert_at:]
-    new_text = "\n".join(updated) + "\n"
-    _write_checked(path, text, new_text)
-    return entry_line
+    return text, "\n".join(updated) + "\n", entry_line
+
+
+def _load_checked(path: Path, new_text: str) -> None:
+    """Load `new_text` as the inventory at `path` would load (a sibling file, so relative
+    paths resolve alike); ConfigError naming `path` when the loader rejects it."""
+    import os
+    import tempfile
+
+    from fleet.inventory import load_inventory
+
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".yaml",
+                                        dir=path.parent)
+    except OSError:  # a folder we may not write in: the append itself re-checks and restores
+        return
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(new_text)
+        try:
+            load_inventory(Path(name))
+        except ConfigError as exc:
+            message = str(exc).replace(name, str(path))
+            raise ConfigError(f"adding the host would break the inventory ({message}); file "
+                              f"left unchanged", path=str(path)) from exc
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def _write_checked(path: Path, old_text: str, new_text: str) -> None:

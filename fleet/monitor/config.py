@@ -1,7 +1,9 @@
 """The one settings file: find it, validate it (file and line in errors), merge it with defaults.
 
 Effective settings are the defaults, overridden by `$XDG_CONFIG_HOME/fleet/config.yaml` (or the
-file named by $FLEET_CONFIG), overridden by the inventory's `settings:` section.
+file named by $FLEET_CONFIG), overridden by the inventory's `settings:` section. The delegated
+`discovery:` section is layered the same way, key by key (each key whole), and validated by
+fleet.discovery.autoadopt.
 """
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ from fleet.health.hooks import HookSettings
 from fleet.health.retention import RetentionSettings
 from fleet.health.rules import HealthSettings
 from fleet.inventory.yamlnodes import Entry, YamlFile, is_null, kind
+from fleet.monitor.config_origin import DEFAULT_ORIGIN, section_error
 from fleet.monitor.sections import DELEGATED_SECTIONS, SECTIONS
 from fleet.monitor.settings import MonitorSettings, SshSettings
 from fleet.settings_path import default_config_path
 from fleet.timeparse import parse_duration
 
 if typing.TYPE_CHECKING:
+    from fleet.discovery.autoadopt import DiscoverySettings
     from fleet.inventory import Inventory
 
-DEFAULT_ORIGIN = "default"
 T = TypeVar("T")
 
 
@@ -41,6 +44,17 @@ class Settings:
     sections: dict[str, Any]
     origins: dict[str, str]  # "monitor.interval" -> "default" | "FILE:LINE"
     files: tuple[str, ...] = ()
+    discovery_raw: dict[str, Any] = dataclasses.field(default_factory=dict)  # as written
+
+    @property
+    def discovery(self) -> DiscoverySettings:
+        """The `discovery:` section (each layer was validated where it is written)."""
+        from fleet.discovery.autoadopt import parse_discovery
+
+        def fail(message: str) -> ConfigError:
+            return ConfigError(f"settings.discovery: {message}")
+
+        return parse_discovery(self.discovery_raw, fail)
 
     @property
     def monitor(self) -> MonitorSettings:
@@ -93,12 +107,17 @@ class Settings:
         origins = dict(self.origins)
         for key in values:
             origins[f"{section}.{key}"] = "command line"
-        return Settings({**self.sections, section: updated}, origins, self.files)
+        return Settings({**self.sections, section: updated}, origins, self.files,
+                        self.discovery_raw)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: {section: {key: value}} (nested dataclasses as dicts, tuples as lists),
         secrets of webhook URLs hidden."""
-        return {name: _plain(value) for name, value in self.sections.items()}
+        from fleet.discovery.autoadopt import discovery_as_data
+
+        data = {name: _plain(value) for name, value in self.sections.items()}
+        data["discovery"] = discovery_as_data(self.discovery)
+        return data
 
 
 def with_interval(settings: Settings, text: str, *, what: str = "--interval") -> Settings:
@@ -149,6 +168,7 @@ class _Layer:
     display: str
     values: dict[str, dict[str, tuple[Any, str]]]
     section_lines: dict[str, str]
+    discovery: dict[str, tuple[Any, str]] = dataclasses.field(default_factory=dict)
 
 
 def _read_config_file(path: Path) -> _Layer:
@@ -190,32 +210,14 @@ def _read_sections(source: YamlFile, root: yaml.Node, what: str) -> _Layer:
     source.check_keys(entries, [*SECTIONS, *DELEGATED_SECTIONS], what)
     for entry in entries:
         if entry.key in DELEGATED_SECTIONS:
-            _check_discovery(source, entry)
+            from fleet.discovery.autoadopt import check_discovery_section
+
+            layer.discovery = check_discovery_section(source, entry)
             continue
         section_type = SECTIONS[entry.key]
         layer.section_lines[entry.key] = source.source(entry.key_node)
         layer.values[entry.key] = _read_fields(source, entry, section_type)
     return layer
-
-
-def _check_discovery(source: YamlFile, section: Entry) -> None:
-    """Validate a `discovery:` section where it is written (config file or inventory): unknown
-    keys with their line and the closest valid key, then its values as discovery reads them."""
-    from fleet.discovery.autoadopt import _AUTO_KEYS, _DISCOVERY_KEYS, discovery_settings
-    from fleet.inventory import Inventory
-
-    what = "settings section 'discovery'"
-    entries = source.mapping(section.value, what)
-    source.check_keys(entries, _DISCOVERY_KEYS, what)
-    for entry in entries:
-        if entry.key == "auto_adopt" and isinstance(entry.value, yaml.MappingNode):
-            source.check_keys(source.mapping(entry.value, "discovery.auto_adopt"), _AUTO_KEYS,
-                              "discovery.auto_adopt")
-    raw = source.to_python(section.value, "discovery")
-    path, _, line = source.source(section.key_node).rpartition(":")
-    probe = Inventory((), Path(path or source.path), {}, {"discovery": raw},
-                      int(line) if line.isdigit() else None)
-    discovery_settings(probe)
 
 
 def _read_fields(
@@ -344,13 +346,21 @@ def _merge(layers: list[_Layer]) -> Settings:
         try:
             sections[name] = section_type(**values)
         except (TypeError, ValueError) as exc:
-            path, _, line = (where or "").rpartition(":")
-            raise ConfigError(
-                f"settings section {name!r}: {exc}",
-                path=path or None,
-                line=int(line) if line.isdigit() else None,
-            ) from exc
-    return Settings(sections, origins, tuple(layer.display for layer in layers))
+            raise section_error(name, section_type, exc, origins, where,
+                                [layer.display for layer in layers],
+                                [layer.section_lines for layer in layers]) from exc
+    from fleet.discovery.setting_keys import DISCOVERY_KEYS
+
+    discovery: dict[str, Any] = {}
+    for key in sorted(DISCOVERY_KEYS):
+        origins[f"discovery.{key}"] = DEFAULT_ORIGIN
+    for layer in layers:
+        for key, (value, origin) in layer.discovery.items():
+            discovery[key] = value
+            origins[f"discovery.{key}"] = origin
+    return Settings(sections, origins, tuple(layer.display for layer in layers), discovery)
+
+
 
 
 def _plain(value: Any) -> Any:

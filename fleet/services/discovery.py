@@ -55,10 +55,11 @@ class DiscoveryService:
     # -- settings and the host list --------------------------------------------------------
 
     def discovery_settings(self) -> DiscoverySettings:
-        """The inventory's `settings.discovery` section, validated."""
-        from fleet.discovery.autoadopt import discovery_settings
+        """The `discovery:` settings in effect (defaults, the settings file, the inventory's
+        `settings:`), validated; ConfigError naming the file and line of a bad key."""
+        from fleet.discovery.autoadopt import effective_discovery_settings
 
-        return discovery_settings(self.context.inventory)
+        return effective_discovery_settings(self.context.inventory)
 
     def known_endpoints(self) -> dict[tuple[str, int], KnownHost]:
         """(address, port) → name and source of every host fleet manages now: the inventory's
@@ -109,9 +110,10 @@ class DiscoveryService:
     ) -> DiscoveryOutcome:
         """Browse once for `timeout` s, record candidates, list them merged with known hosts.
 
-        `interfaces`, `session` and `service_types` default to the inventory's
-        settings.discovery (interfaces: every interface). With `auto_adopt` (or
-        settings.discovery.auto_adopt), eligible new hosts are adopted, pinning their key.
+        `interfaces`, `session` and `service_types` default to the `discovery:` settings
+        (the settings file's, then the inventory's; interfaces: every interface). With
+        `auto_adopt` (or discovery.auto_adopt), eligible new hosts are adopted, pinning their
+        key.
         """
         from fleet.discovery.browse import browse_once, select_interfaces
         from fleet.discovery.candidates import build_views, record_browse
@@ -233,7 +235,7 @@ class DiscoveryService:
             same_endpoint,
             verify_host_key,
         )
-        from fleet.discovery.inventory_append import append_host
+        from fleet.discovery.inventory_append import append_host, check_append
 
         known = await asyncio.to_thread(self.known_endpoints)
         match = await same_endpoint(target.address, target.port, known)
@@ -254,20 +256,28 @@ class DiscoveryService:
             and key != (target.address, target.port)]
         managed = [] if existing else [(host.name, address, port)
                                        for (address, port), host in known.items()]
+        path = self.context.inventory.path
+        append = inventory_append and existing is None
+        if append and path is None:
+            raise ConfigError("--inventory-append: there is no inventory file; pass "
+                              "--inventory FILE (an existing file)")
+
+        def before_pin() -> None:
+            check_name_free(target, known)
+            if append and path is not None:  # a failed adopt pins nothing: check it first
+                check_append(path, name=spec.name, address=spec.address, port=spec.port,
+                             user=user)
+
         check = await verify_host_key(
             spec, self.context.ssh_options, accept_new=accept_new, same_name_hosts=same_name,
-            before_pin=None if existing else lambda: check_name_free(target, known),
+            before_pin=None if existing else before_pin,
             expected_fingerprint=expected_fingerprint, managed_hosts=managed)
         if check.same_as is not None:  # another endpoint of a managed host: add nothing
             same_name_, same_address, same_port = check.same_as
             return AdoptResult(same_name_, same_address, same_port, check.key_type,
                                check.fingerprint, False, same_name_, None, None, auto)
         line: int | None = None
-        path = self.context.inventory.path
-        if inventory_append and existing is None:
-            if path is None:
-                raise ConfigError("--inventory-append: there is no inventory file; pass "
-                                  "--inventory FILE (an existing file)")
+        if append and path is not None:
             line = await asyncio.to_thread(append_host, path, name=spec.name,
                                            address=spec.address, port=spec.port, user=user)
         result = AdoptResult(spec.name, spec.address, spec.port, check.key_type,
