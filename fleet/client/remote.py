@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleet.client.remote_tasks import RemoteSubmissions
 from fleet.client.transport import Transport
-from fleet.errors import ServerUnavailable
 from fleet.wire import drain, events, tasks
 from fleet.wire.codec import decode
 from fleet.wire.identity import WhoAmI
@@ -18,10 +17,7 @@ from fleet.wire.identity import WhoAmI
 # and fleet.model's dataclasses) load in the methods that use them: `fleet dispatch` needs none.
 
 if TYPE_CHECKING:
-    from fleet.dispatch.array import ArrayMember
-    from fleet.dispatch.array_spec import ArraySpec
-    from fleet.dispatch.ending import Ending, ReconcileReport
-    from fleet.dispatch.request import DispatchRequest, StartedTask
+    from fleet.dispatch.ending import ReconcileReport
     from fleet.fanout import HostStatus, ProgressCallback
     from fleet.health.drain import DrainOutcome
     from fleet.model import HostSpec
@@ -45,7 +41,7 @@ if TYPE_CHECKING:
 CANCEL_MARGIN_S = 30.0  # on top of the grace period, for the server to reach the host
 
 
-class RemoteFleet:
+class RemoteFleet(RemoteSubmissions):
     """A `fleet serve` session; create it with `open_remote(socket_path)`.
 
         async with open_remote(Path("/run/fleet/fleet.sock")) as f:
@@ -272,120 +268,6 @@ class RemoteFleet:
         reply = await self.transport.post("undrain", drain.UndrainRequest(target),
                                           drain.DrainResult)
         return drain.drain_from_wire(reply)
-
-    # ---- tasks (the owner is the caller's Unix user) ----
-
-    async def submit(self, request: DispatchRequest, *,
-                     on_wait: Callable[[str], None] | None = None,
-                     on_recorded: Callable[[int], None] | None = None,
-                     explain: bool = False) -> StartedTask:
-        """Hand a task to the server, which places it (or queues it with request.wait) and
-        starts it; returns once it runs (as `Fleet.submit`)."""
-        from fleet.client.task_stream import DispatchStream
-        from fleet.dispatch.staging import pack
-
-        stream = DispatchStream(self.transport, on_wait=on_wait)
-        submitted = pack(request, follow=False, explain=explain)
-        try:
-            await stream.read(submitted)
-        except ServerUnavailable as exc:
-            raise stream.lost(exc) from exc
-        assert stream.started is not None  # read() returns at `started` when not following
-        return stream.started
-
-    async def enqueue(self, request: DispatchRequest, *,
-                      on_wait: Callable[[str], None] | None = None, explain: bool = False
-                      ) -> tuple[int, StartedTask | None]:
-        """Hand a task to the server to queue (`--wait --detach`): returns once it waits in
-        the server's queue (None) or runs (its StartedTask), with its id; the server starts
-        a queued task when it fits, whether or not this client is still there."""
-        from dataclasses import replace
-
-        import msgspec
-
-        from fleet.client.task_stream import DispatchStream
-        from fleet.dispatch.staging import pack
-
-        stream = DispatchStream(self.transport, on_wait=on_wait)
-        submitted = msgspec.structs.replace(pack(replace(request, wait=True), follow=False,
-                                                 explain=explain),
-                                            until_queued=True)
-        try:
-            await stream.read(submitted)
-        except ServerUnavailable as exc:
-            raise stream.lost(exc) from exc
-        assert stream.task_id is not None
-        return stream.task_id, stream.started
-
-    async def dispatch(
-        self,
-        request: DispatchRequest,
-        *,
-        on_output: Callable[[bytes], None],
-        on_wait: Callable[[str], None] | None = None,
-        on_started: Callable[[StartedTask], None] | None = None,
-        stop: asyncio.Event | None = None,
-        lost_after_s: float | None = None,
-        explain: bool = False,
-    ) -> tuple[StartedTask, Ending]:
-        """Hand a task to the server and stream it to its end (as `Fleet.dispatch`): the server
-        uploads the files over its open connection, starts the task and records its end."""
-        from fleet.client.task_stream import DispatchStream, run_dispatch
-        from fleet.dispatch.staging import pack
-
-        stream = DispatchStream(self.transport, on_output, on_wait, on_started)
-        submitted = pack(request, follow=True, explain=explain, lost_after_s=lost_after_s)
-        await run_dispatch(stream, submitted, stop,
-                           lambda task_id: self.cancel(task_id, grace_s=request.grace_s))
-        assert stream.started is not None and stream.ending is not None
-        return stream.started, stream.ending
-
-    async def dispatch_array(
-        self, request: DispatchRequest, spec: ArraySpec, members: Sequence[ArrayMember], *,
-        on_output: Callable[[bytes], None], on_event: Callable[[str], None],
-        stop: asyncio.Event | None = None, lost_after_s: float | None = None,
-        detach: bool = False,
-    ) -> tuple[int, list[TaskRow]]:
-        """Hand a job array to the server, which records and drives it; stream it to its end
-        (as `Fleet.dispatch_array`; with `detach`, only until it is recorded). Setting `stop`
-        cancels the array's unfinished members."""
-        import msgspec
-
-        from fleet.client.task_stream import DispatchStream
-        from fleet.dispatch.staging import pack
-        from fleet.wire.dispatch import ArraySubmit
-
-        stream = DispatchStream(self.transport, on_output, on_event)
-        submitted = msgspec.structs.replace(
-            pack(request, follow=not detach, lost_after_s=lost_after_s),
-            array=ArraySubmit(spec.text, tuple(member.request.args for member in members)))
-        reader = asyncio.ensure_future(stream.read(submitted))
-        stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
-        try:
-            if stopper is not None:
-                await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                if not reader.done() and stream.task_id is not None:
-                    await self.cancel(stream.task_id, grace_s=request.grace_s)
-            await reader
-        except ServerUnavailable as exc:
-            raise stream.lost(exc) from exc
-        finally:
-            for pending in (reader, stopper):
-                if pending is not None and not pending.done():
-                    pending.cancel()
-        assert stream.task_id is not None  # read() returned at `ended`, after `submitted`
-        return stream.task_id, await self.members(stream.task_id)
-
-    async def follow(self, task_id: int, *, on_output: Callable[[bytes], None],
-                     stop: asyncio.Event | None = None, follow: bool = True,
-                     lost_after_s: float | None = None) -> TaskRow:
-        """A task's log (your own, or anyone's as an admin); with `follow` until it ends.
-        Setting `stop` stops following (the task keeps running)."""
-        from fleet.client.task_stream import read_log
-
-        row = await read_log(self.transport, task_id, on_output=on_output, follow=follow,
-                             lost_after_s=lost_after_s, stop=stop)
-        return row if row is not None else await self.task(task_id)
 
     async def place_report(self, request: PlacementRequest) -> PlaceReport:
         """Where the server would place `request` now, explained (nothing is claimed)."""

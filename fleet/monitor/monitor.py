@@ -18,7 +18,8 @@ from fleet.health.rules import HealthTracker
 from fleet.health.unmanaged import UnmanagedWatch
 from fleet.health.webhook_feed import WebhookFeed
 from fleet.model import HostOutcome, HostSpec
-from fleet.monitor.batch import EventIn, HostOutcomeIn
+from fleet.monitor.batch import HostOutcomeIn
+from fleet.monitor.events_made import clock_skew_event, hook_failed_event
 from fleet.monitor.flush_queries import Drains
 from fleet.monitor.local import LocalStream
 from fleet.monitor.overlay import NO_EXTRAS, GpuOverlay, with_extras
@@ -244,22 +245,8 @@ class Monitor:
 
     def on_clock_skew(self, spec: HostSpec, offset: float, skewed: bool) -> None:
         """`spec`'s clock went beyond fleet.monitor.clock's tolerance, or came back within it:
-        a `clock_skew` event (warning; info when back in step)."""
-        from fleet.monitor.clock import CLOCK_SKEW_TOLERANCE_S, describe_offset
-
-        name = spec.name
-        if skewed:
-            message = (f"{name}: clock {describe_offset(offset)} the controller's (more than "
-                       f"{CLOCK_SKEW_TOLERANCE_S:g} s): its samples are stored at controller "
-                       f"time, its own time {offset:+.1f} s")
-        else:
-            message = (f"{name}: clock back in step with the controller's "
-                       f"({describe_offset(offset)})")
-        self.writer.add_event(EventIn(
-            ts=time.time(), kind="clock_skew", severity="warning" if skewed else "info",
-            message=message, host=name,
-            data={"offset_s": round(offset, 3), "skewed": skewed},
-        ))
+        a `clock_skew` event."""
+        self.writer.add_event(clock_skew_event(spec.name, offset, skewed, time.time()))
 
     def _observe_failures(self) -> None:
         """Once per interval, count one failed outcome for every failing host and record it.
@@ -289,18 +276,7 @@ class Monitor:
     def _hook_failed(self, failure: dict[str, object]) -> None:
         """A hook run or webhook delivery failed: record it as an event (hook_failed,
         webhook_failed), which no hook command runs for (webhooks: see Webhook.wants)."""
-        gpu_index = failure.get("gpu_index")
-        host = failure.get("host")
-        data = failure.get("data")
-        self.writer.add_event(
-            EventIn(
-                ts=time.time(), kind=str(failure.get("kind")), severity="warning",
-                message=str(failure.get("message")),
-                host=host if isinstance(host, str) else None,
-                gpu_index=gpu_index if isinstance(gpu_index, int) else None,
-                data=dict(data) if isinstance(data, dict) else {},
-            )
-        )
+        self.writer.add_event(hook_failed_event(failure, time.time()))
 
     def _submit_hooks(self) -> None:
         for event in self.writer.take_applied_events():
